@@ -1,0 +1,10 @@
+// Command kube-reclaim runs one kube-reclaim role per subcommand.
+package main
+
+import (
+	"os"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/app"
+)
+
+func main() { os.Exit(app.Main()) }

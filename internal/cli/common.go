@@ -1,0 +1,107 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// Common holds the flags every role has.
+type Common struct {
+	Kubeconfig     string
+	ResourceDomain string
+	HealthAddress  string
+	LogLevel       string
+	LogFormat      string
+	// QPS and Burst of the API client; the defaults of client-go (5/10) are far
+	// too low for a 5000-node cluster.
+	QPS   float32
+	Burst int
+}
+
+// DefaultCommon returns the defaults for a role whose health server listens on healthAddr.
+func DefaultCommon(healthAddr string) Common {
+	return Common{ResourceDomain: reclaimable.DefaultDomain, HealthAddress: healthAddr,
+		LogLevel: "info", LogFormat: "text", QPS: 50, Burst: 100}
+}
+
+// AddFlags registers the common flags.
+func (c *Common) AddFlags(fs *pflag.FlagSet) {
+	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path to a kubeconfig file; in-cluster configuration when empty.")
+	fs.StringVar(&c.ResourceDomain, "resource-domain", c.ResourceDomain, "Domain of the extended resources and annotations (<domain>/reclaimed-cpu, <domain>/reclaimable). Must be the same for every role.")
+	fs.StringVar(&c.HealthAddress, "health-address", c.HealthAddress, "Address serving /healthz, /readyz and /metrics over plain HTTP.")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn or error.")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: text or json.")
+	fs.Float32Var(&c.QPS, "kube-api-qps", c.QPS, "Queries per second allowed to the API server.")
+	fs.IntVar(&c.Burst, "kube-api-burst", c.Burst, "Burst of queries allowed to the API server.")
+}
+
+// Validate checks the common flags; it returns every problem at once.
+func (c *Common) Validate() error {
+	var errs []error
+	if _, err := reclaimable.NewNames(c.ResourceDomain); err != nil {
+		errs = append(errs, fmt.Errorf("--resource-domain: %w", err))
+	}
+	if err := ValidateAddress("--health-address", c.HealthAddress); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
+		errs = append(errs, fmt.Errorf("--log-level: %w", err))
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format: %q is neither text nor json", c.LogFormat))
+	}
+	if c.QPS <= 0 || c.Burst <= 0 {
+		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
+	}
+	return errors.Join(errs...)
+}
+
+// ValidateAddress checks a host:port listen address.
+func ValidateAddress(flag, addr string) error {
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("%s: %q is not host:port: %w", flag, addr, err)
+	}
+	return nil
+}
+
+// Names returns the validated resource names (call after Validate).
+func (c *Common) Names() reclaimable.Names { return reclaimable.MustNames(c.ResourceDomain) }
+
+// SetupLogging applies the log flags to the standard logrus logger.
+func (c *Common) SetupLogging() {
+	if lvl, err := logrus.ParseLevel(c.LogLevel); err == nil {
+		logrus.SetLevel(lvl)
+	}
+	if c.LogFormat == "json" {
+		logrus.SetFormatter(&logrus.JSONFormatter{})
+	} else {
+		logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	}
+}
+
+// RESTConfig loads the kubeconfig, or the in-cluster configuration when none is given.
+func (c *Common) RESTConfig(userAgent string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if c.Kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	cfg.QPS, cfg.Burst = c.QPS, c.Burst
+	cfg.UserAgent = userAgent
+	return cfg, nil
+}

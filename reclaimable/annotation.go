@@ -1,0 +1,115 @@
+package reclaimable
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kube-reclaim/kube-reclaim/policy"
+)
+
+// Defaults shared by every role; see the staleness row of DESIGN.md.
+const (
+	DefaultStaleAfter        = 10 * time.Minute
+	DefaultRefreshInterval   = 5 * time.Minute
+	DefaultMetricsStaleAfter = 2 * time.Minute
+)
+
+// Annotation is the JSON value of the node annotation written by the
+// publisher and read by the webhook, the extender and kubectl reclaim.
+type Annotation struct {
+	// CPUMilli is the reclaimable CPU in millicores.
+	CPUMilli int64 `json:"cpu"`
+	// MemoryBytes is the reclaimable memory in bytes.
+	MemoryBytes int64 `json:"memory"`
+	// Policy is the name of the policy that produced the values.
+	Policy string `json:"policy"`
+	// Pool is the name of the pool override that selected the node, if any.
+	Pool string `json:"pool,omitempty"`
+	// MetricsTime is the timestamp of the newest usage sample used.
+	MetricsTime time.Time `json:"metricsTime"`
+	// WriteTime is when the publisher wrote the annotation; the webhook and
+	// extender treat the values as zero once it is older than --stale-after.
+	WriteTime time.Time `json:"writeTime"`
+	// ZeroReason says why zero was published on purpose (stale metrics,
+	// no samples); empty when the values came from the policy.
+	ZeroReason string `json:"zeroReason,omitempty"`
+	// Explanation carries every term of the formula, for kubectl reclaim explain.
+	Explanation *policy.Explanation `json:"explanation,omitempty"`
+}
+
+// Parse decodes an annotation value. Negative values are rejected rather than
+// clamped: they can only come from a bug or a hand edit, and trusting them
+// would be worse than publishing zero.
+func Parse(value string) (Annotation, error) {
+	var a Annotation
+	if value == "" {
+		return a, errors.New("annotation is empty")
+	}
+	if err := json.Unmarshal([]byte(value), &a); err != nil {
+		return Annotation{}, fmt.Errorf("annotation is not valid JSON: %w", err)
+	}
+	if a.CPUMilli < 0 || a.MemoryBytes < 0 {
+		return Annotation{}, fmt.Errorf("annotation has negative values (cpu=%d, memory=%d)", a.CPUMilli, a.MemoryBytes)
+	}
+	if a.WriteTime.IsZero() {
+		return Annotation{}, errors.New("annotation has no writeTime")
+	}
+	return a, nil
+}
+
+// Marshal encodes the annotation value.
+func (a Annotation) Marshal() (string, error) {
+	b, err := json.Marshal(a)
+	return string(b), err
+}
+
+// Stale reasons, stable strings used in metrics labels, logs and kubectl.
+const (
+	ReasonMissing       = "annotation-missing"
+	ReasonMalformed     = "annotation-malformed"
+	ReasonWriteTooOld   = "annotation-too-old"
+	ReasonPublisherDown = "publisher-lease-expired"
+	ReasonFuture        = "annotation-from-future"
+)
+
+// Freshness is the verdict on a node's annotation at one instant.
+type Freshness struct {
+	// Values are the trustworthy values: the annotated ones when fresh, zero otherwise.
+	Values Request
+	Fresh  bool
+	// Reason is empty when fresh, one of the Reason constants otherwise.
+	Reason string
+	// Detail is a human-readable explanation for logs and messages.
+	Detail string
+	// Annotation is the parsed annotation, when it could be parsed.
+	Annotation *Annotation
+}
+
+// Judge decides whether the annotation value found on a node can be trusted at
+// now. leaderAlive comes from a LeaseTracker (true when not tracked).
+// Clock skew: a write time slightly in the future is tolerated, far in the
+// future is treated as stale because it would otherwise never expire.
+func Judge(value string, present bool, now time.Time, staleAfter time.Duration, leaderAlive bool) Freshness {
+	if !present {
+		return Freshness{Reason: ReasonMissing, Detail: "node has no reclaimable annotation"}
+	}
+	a, err := Parse(value)
+	if err != nil {
+		return Freshness{Reason: ReasonMalformed, Detail: err.Error()}
+	}
+	age := now.Sub(a.WriteTime)
+	switch {
+	case age > staleAfter:
+		return Freshness{Reason: ReasonWriteTooOld, Annotation: &a,
+			Detail: fmt.Sprintf("annotation written %s ago (stale after %s)", age.Round(time.Second), staleAfter)}
+	case age < -staleAfter:
+		return Freshness{Reason: ReasonFuture, Annotation: &a,
+			Detail: fmt.Sprintf("annotation written %s in the future", (-age).Round(time.Second))}
+	case !leaderAlive:
+		return Freshness{Reason: ReasonPublisherDown, Annotation: &a,
+			Detail: "publisher leader lease not renewed for two lease durations"}
+	}
+	return Freshness{Fresh: true, Annotation: &a, Values: Request{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes}}
+}

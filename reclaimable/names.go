@@ -1,0 +1,138 @@
+// Package reclaimable holds the contract every kube-reclaim role shares: the
+// names of the two extended resources, the node annotation the publisher
+// writes, and the rules that decide whether that annotation may be trusted.
+package reclaimable
+
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// DefaultDomain is the prefix of every resource and annotation name unless
+// --resource-domain says otherwise.
+const DefaultDomain = "kube-reclaim.io"
+
+// Names are the resource and annotation names derived from one domain. Every
+// role must be started with the same domain or they will not see each other.
+type Names struct {
+	Domain string
+	// CPU is an integer count of millicores (extended resources must be integers).
+	CPU corev1.ResourceName
+	// Memory is an integer count of bytes.
+	Memory corev1.ResourceName
+	// Annotation is the node annotation carrying the published Annotation JSON.
+	Annotation string
+	// CPURatio and MemoryRatio are the node label/annotation keys that opt a node
+	// into native oversell (see the webhook).
+	CPURatio    string
+	MemoryRatio string
+}
+
+// NewNames validates domain and derives every name from it.
+func NewNames(domain string) (Names, error) {
+	if errs := validation.IsDNS1123Subdomain(domain); len(errs) > 0 {
+		return Names{}, fmt.Errorf("resource domain %q is not a DNS subdomain: %v", domain, errs)
+	}
+	return Names{
+		Domain:      domain,
+		CPU:         corev1.ResourceName(domain + "/reclaimed-cpu"),
+		Memory:      corev1.ResourceName(domain + "/reclaimed-memory"),
+		Annotation:  domain + "/reclaimable",
+		CPURatio:    domain + "/oversell-cpu-ratio",
+		MemoryRatio: domain + "/oversell-memory-ratio",
+	}, nil
+}
+
+// MustNames is NewNames for constants known to be valid (tests, defaults).
+func MustNames(domain string) Names {
+	n, err := NewNames(domain)
+	if err != nil {
+		panic(err)
+	}
+	return n
+}
+
+// Request is what a pod asks of the reclaimed resources.
+type Request struct {
+	CPUMilli    int64
+	MemoryBytes int64
+}
+
+// IsZero reports whether the pod asks for no reclaimed resource at all.
+func (r Request) IsZero() bool { return r.CPUMilli == 0 && r.MemoryBytes == 0 }
+
+// Add returns the sum of two requests.
+func (r Request) Add(o Request) Request {
+	return Request{CPUMilli: r.CPUMilli + o.CPUMilli, MemoryBytes: r.MemoryBytes + o.MemoryBytes}
+}
+
+// PodRequest returns the effective reclaimed request of a pod, computed the way
+// the scheduler computes effective requests: the sum over app containers, or
+// the largest init container if that is larger, plus pod overhead.
+// limitsMismatch is true when any container's reclaimed request differs from
+// its limit: extended resources cannot be overcommitted, so such a pod is
+// invalid for scheduling onto reclaimed capacity.
+func (n Names) PodRequest(pod *corev1.Pod) (req Request, limitsMismatch bool) {
+	var sum, initMax Request
+	check := func(c *corev1.Container) Request {
+		r := Request{
+			CPUMilli:    quantityValue(c.Resources.Requests, n.CPU),
+			MemoryBytes: quantityValue(c.Resources.Requests, n.Memory),
+		}
+		for _, name := range []corev1.ResourceName{n.CPU, n.Memory} {
+			req, hasReq := c.Resources.Requests[name]
+			lim, hasLim := c.Resources.Limits[name]
+			// Kubernetes defaults a missing request to the limit; a request
+			// without a limit is the mismatch we must reject.
+			if hasReq && (!hasLim || req.Cmp(lim) != 0) {
+				limitsMismatch = true
+			}
+			if !hasReq && hasLim {
+				r = addLimit(r, name, n, lim.Value())
+			}
+		}
+		return r
+	}
+	for i := range pod.Spec.Containers {
+		sum = sum.Add(check(&pod.Spec.Containers[i]))
+	}
+	for i := range pod.Spec.InitContainers {
+		c := &pod.Spec.InitContainers[i]
+		r := check(c)
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			// Sidecars run alongside the app containers.
+			sum = sum.Add(r)
+			continue
+		}
+		initMax.CPUMilli = max(initMax.CPUMilli, r.CPUMilli)
+		initMax.MemoryBytes = max(initMax.MemoryBytes, r.MemoryBytes)
+	}
+	req = Request{CPUMilli: max(sum.CPUMilli, initMax.CPUMilli), MemoryBytes: max(sum.MemoryBytes, initMax.MemoryBytes)}
+	req.CPUMilli += quantityValue(pod.Spec.Overhead, n.CPU)
+	req.MemoryBytes += quantityValue(pod.Spec.Overhead, n.Memory)
+	return req, limitsMismatch
+}
+
+func addLimit(r Request, name corev1.ResourceName, n Names, v int64) Request {
+	if name == n.CPU {
+		r.CPUMilli += v
+	} else {
+		r.MemoryBytes += v
+	}
+	return r
+}
+
+func quantityValue(l corev1.ResourceList, name corev1.ResourceName) int64 {
+	if q, ok := l[name]; ok {
+		return q.Value()
+	}
+	return 0
+}
+
+// IsReclaimedPod reports whether the pod asks for any reclaimed resource.
+func (n Names) IsReclaimedPod(pod *corev1.Pod) bool {
+	r, _ := n.PodRequest(pod)
+	return !r.IsZero()
+}
