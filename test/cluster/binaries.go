@@ -1,0 +1,257 @@
+package cluster
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// CacheEnv relocates the binary cache (default: <repo>/.cache).
+const CacheEnv = "KUBE_RECLAIM_CACHE"
+
+// A tool is one wrapper module under hack/tools that pins a component.
+type tool struct {
+	name   string            // directory under hack/tools
+	module string            // module whose version names the cache entry
+	bins   map[string]string // package path -> binary name
+	// extra copies files out of the built module's source (for example kwok's
+	// CRDs), relative to the module directory, into the cache entry.
+	extra []string
+}
+
+var tools = []tool{
+	{name: "etcd", module: "go.etcd.io/etcd/server/v3",
+		bins: map[string]string{"go.etcd.io/etcd/server/v3": "etcd"}},
+	{name: "kubernetes", module: "k8s.io/kubernetes", bins: map[string]string{
+		"k8s.io/kubernetes/cmd/kube-apiserver":          "kube-apiserver",
+		"k8s.io/kubernetes/cmd/kube-controller-manager": "kube-controller-manager",
+		"k8s.io/kubernetes/cmd/kube-scheduler":          "kube-scheduler",
+	}},
+	{name: "kwok", module: "sigs.k8s.io/kwok",
+		bins: map[string]string{"sigs.k8s.io/kwok/cmd/kwok": "kwok"},
+		extra: []string{
+			"kustomize/crd/bases/kwok.x-k8s.io_resourceusages.yaml",
+			"kustomize/crd/bases/kwok.x-k8s.io_clusterresourceusages.yaml",
+		}},
+	{name: "metrics-server", module: "sigs.k8s.io/metrics-server",
+		bins: map[string]string{"sigs.k8s.io/metrics-server/cmd/metrics-server": "metrics-server"}},
+}
+
+// Binaries are the absolute paths of the control-plane programs.
+type Binaries struct {
+	Etcd, APIServer, ControllerManager, Scheduler, Kwok, MetricsServer string
+	// KwokCRDs are the CRD manifests kwok needs for ResourceUsage.
+	KwokCRDs []string
+}
+
+// RepoRoot returns the kube-reclaim checkout this package was built from.
+func RepoRoot() (string, error) {
+	if r := os.Getenv("KUBE_RECLAIM_ROOT"); r != "" {
+		return r, nil
+	}
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", fmt.Errorf("cannot locate the repository; set KUBE_RECLAIM_ROOT")
+	}
+	root := filepath.Join(filepath.Dir(file), "..", "..")
+	if _, err := os.Stat(filepath.Join(root, "hack", "tools")); err != nil {
+		return "", fmt.Errorf("cannot locate hack/tools from %s; set KUBE_RECLAIM_ROOT: %w", root, err)
+	}
+	return filepath.Clean(root), nil
+}
+
+// CacheDir returns where built binaries are kept.
+func CacheDir() (string, error) {
+	if d := os.Getenv(CacheEnv); d != "" {
+		return filepath.Abs(d)
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(root, ".cache"), nil
+}
+
+// EnsureBinaries returns the cached binaries, building any that are missing.
+// Concurrent callers (several test binaries) serialise on a lock file per
+// tool, so each is built once. log receives progress lines (may be nil).
+func EnsureBinaries(ctx context.Context, log io.Writer) (*Binaries, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return nil, err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return nil, err
+	}
+	dirs := map[string]string{}
+	for _, t := range tools {
+		d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.name), filepath.Join(cache, "bin"), log)
+		if err != nil {
+			return nil, fmt.Errorf("building %s: %w", t.name, err)
+		}
+		dirs[t.name] = d
+	}
+	b := &Binaries{
+		Etcd:              filepath.Join(dirs["etcd"], "etcd"),
+		APIServer:         filepath.Join(dirs["kubernetes"], "kube-apiserver"),
+		ControllerManager: filepath.Join(dirs["kubernetes"], "kube-controller-manager"),
+		Scheduler:         filepath.Join(dirs["kubernetes"], "kube-scheduler"),
+		Kwok:              filepath.Join(dirs["kwok"], "kwok"),
+		MetricsServer:     filepath.Join(dirs["metrics-server"], "metrics-server"),
+	}
+	for _, e := range tools[2].extra {
+		b.KwokCRDs = append(b.KwokCRDs, filepath.Join(dirs["kwok"], filepath.Base(e)))
+	}
+	return b, nil
+}
+
+// cacheKey names a cache entry: the pinned version for people, and a hash of
+// the wrapper module and the Go version so any change to either rebuilds.
+func cacheKey(t tool, modDir string) (string, error) {
+	h := sha256.New()
+	version := ""
+	for _, f := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(modDir, f))
+		if err != nil {
+			return "", err
+		}
+		h.Write(data)
+		if f == "go.mod" {
+			version = moduleVersion(data, t.module)
+		}
+	}
+	h.Write([]byte(runtime.Version()))
+	if version == "" {
+		return "", fmt.Errorf("%s/go.mod does not require %s", modDir, t.module)
+	}
+	return fmt.Sprintf("%s-%s-%s", t.name, version, hex.EncodeToString(h.Sum(nil))[:10]), nil
+}
+
+func moduleVersion(gomod []byte, module string) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		if len(f) >= 2 && f[0] == module && strings.HasPrefix(f[1], "v") {
+			return f[1]
+		}
+	}
+	return ""
+}
+
+func ensureTool(ctx context.Context, t tool, modDir, binDir string, log io.Writer) (string, error) {
+	key, err := cacheKey(t, modDir)
+	if err != nil {
+		return "", err
+	}
+	dest := filepath.Join(binDir, key)
+	if complete(t, dest) {
+		return dest, nil
+	}
+	if err := os.MkdirAll(binDir, 0o755); err != nil {
+		return "", err
+	}
+	unlock, err := lockFile(ctx, filepath.Join(binDir, t.name+".lock"))
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	if complete(t, dest) { // built by another process while we waited
+		return dest, nil
+	}
+	tmp, err := os.MkdirTemp(binDir, "."+key+".tmp-")
+	if err != nil {
+		return "", err
+	}
+	defer os.RemoveAll(tmp)
+
+	start := time.Now()
+	fmt.Fprintf(log, "building %s into %s (first use of this version; takes minutes)\n", t.name, dest)
+	for pkg, name := range t.bins {
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(tmp, name), pkg)
+		cmd.Dir = modDir
+		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, out.String())
+		}
+	}
+	if len(t.extra) > 0 {
+		cmd := exec.CommandContext(ctx, "go", "list", "-m", "-f", "{{.Dir}}", t.module)
+		cmd.Dir = modDir
+		cmd.Env = append(os.Environ(), "GOWORK=off")
+		out, err := cmd.Output()
+		if err != nil {
+			return "", fmt.Errorf("locating %s source: %w", t.module, err)
+		}
+		src := strings.TrimSpace(string(out))
+		for _, e := range t.extra {
+			data, err := os.ReadFile(filepath.Join(src, e))
+			if err != nil {
+				return "", err
+			}
+			if err := os.WriteFile(filepath.Join(tmp, filepath.Base(e)), data, 0o644); err != nil {
+				return "", err
+			}
+		}
+	}
+	_ = os.RemoveAll(dest) // an incomplete entry left by a killed build
+	if err := os.Rename(tmp, dest); err != nil {
+		return "", err
+	}
+	fmt.Fprintf(log, "built %s in %s\n", t.name, time.Since(start).Round(time.Second))
+	return dest, nil
+}
+
+// complete reports whether every output of t is present in dir. Entries are
+// renamed into place only when whole, so presence means complete.
+func complete(t tool, dir string) bool {
+	for _, name := range t.bins {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err != nil || fi.Size() == 0 {
+			return false
+		}
+	}
+	for _, e := range t.extra {
+		if _, err := os.Stat(filepath.Join(dir, filepath.Base(e))); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// lockFile takes an exclusive flock, polling so that ctx can cancel the wait.
+func lockFile(ctx context.Context, path string) (func(), error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			return func() { _ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN); f.Close() }, nil
+		}
+		if err != syscall.EWOULDBLOCK {
+			f.Close()
+			return nil, fmt.Errorf("locking %s: %w", path, err)
+		}
+		select {
+		case <-ctx.Done():
+			f.Close()
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
