@@ -68,60 +68,69 @@ func (r Request) Add(o Request) Request {
 	return Request{CPUMilli: r.CPUMilli + o.CPUMilli, MemoryBytes: r.MemoryBytes + o.MemoryBytes}
 }
 
-// PodRequest returns the effective reclaimed request of a pod, computed the way
-// the scheduler computes effective requests: the sum over app containers, or
-// the largest init container if that is larger, plus pod overhead.
+// PodRequest returns the effective reclaimed request of a pod, aggregated the
+// way the scheduler computes effective requests (see aggregate).
 // limitsMismatch is true when any container's reclaimed request differs from
 // its limit: extended resources cannot be overcommitted, so such a pod is
 // invalid for scheduling onto reclaimed capacity.
 func (n Names) PodRequest(pod *corev1.Pod) (req Request, limitsMismatch bool) {
-	var sum, initMax Request
-	check := func(c *corev1.Container) Request {
-		r := Request{
-			CPUMilli:    quantityValue(c.Resources.Requests, n.CPU),
-			MemoryBytes: quantityValue(c.Resources.Requests, n.Memory),
-		}
+	req = aggregate(pod, func(c *corev1.Container) Request {
 		for _, name := range []corev1.ResourceName{n.CPU, n.Memory} {
-			req, hasReq := c.Resources.Requests[name]
-			lim, hasLim := c.Resources.Limits[name]
-			// Kubernetes defaults a missing request to the limit; a request
-			// without a limit is the mismatch we must reject.
-			if hasReq && (!hasLim || req.Cmp(lim) != 0) {
+			r, hasReq := c.Resources.Requests[name]
+			l, hasLim := c.Resources.Limits[name]
+			// The apiserver defaults a missing request to the limit, so only a
+			// request without an equal limit is a mismatch.
+			if hasReq && (!hasLim || r.Cmp(l) != 0) {
 				limitsMismatch = true
 			}
-			if !hasReq && hasLim {
-				r = addLimit(r, name, n, lim.Value())
-			}
 		}
-		return r
-	}
+		return Request{
+			CPUMilli:    requestOrLimit(c.Resources, n.CPU),
+			MemoryBytes: requestOrLimit(c.Resources, n.Memory),
+		}
+	})
+	req.CPUMilli += quantityValue(pod.Spec.Overhead, n.CPU)
+	req.MemoryBytes += quantityValue(pod.Spec.Overhead, n.Memory)
+	return req, limitsMismatch
+}
+
+// NativeRequest returns the pod's effective native CPU (millicores) and memory
+// (bytes) requests, aggregated like PodRequest.
+func NativeRequest(pod *corev1.Pod) Request {
+	r := aggregate(pod, func(c *corev1.Container) Request {
+		return Request{CPUMilli: c.Resources.Requests.Cpu().MilliValue(), MemoryBytes: c.Resources.Requests.Memory().Value()}
+	})
+	r.CPUMilli += pod.Spec.Overhead.Cpu().MilliValue()
+	r.MemoryBytes += pod.Spec.Overhead.Memory().Value()
+	return r
+}
+
+// aggregate sums get over app containers and restartable (sidecar) init
+// containers, and takes the larger of that and the largest regular init
+// container, per resource: init containers run one at a time before the rest.
+func aggregate(pod *corev1.Pod, get func(*corev1.Container) Request) Request {
+	var sum, initMax Request
 	for i := range pod.Spec.Containers {
-		sum = sum.Add(check(&pod.Spec.Containers[i]))
+		sum = sum.Add(get(&pod.Spec.Containers[i]))
 	}
 	for i := range pod.Spec.InitContainers {
 		c := &pod.Spec.InitContainers[i]
-		r := check(c)
+		r := get(c)
 		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
-			// Sidecars run alongside the app containers.
 			sum = sum.Add(r)
 			continue
 		}
 		initMax.CPUMilli = max(initMax.CPUMilli, r.CPUMilli)
 		initMax.MemoryBytes = max(initMax.MemoryBytes, r.MemoryBytes)
 	}
-	req = Request{CPUMilli: max(sum.CPUMilli, initMax.CPUMilli), MemoryBytes: max(sum.MemoryBytes, initMax.MemoryBytes)}
-	req.CPUMilli += quantityValue(pod.Spec.Overhead, n.CPU)
-	req.MemoryBytes += quantityValue(pod.Spec.Overhead, n.Memory)
-	return req, limitsMismatch
+	return Request{CPUMilli: max(sum.CPUMilli, initMax.CPUMilli), MemoryBytes: max(sum.MemoryBytes, initMax.MemoryBytes)}
 }
 
-func addLimit(r Request, name corev1.ResourceName, n Names, v int64) Request {
-	if name == n.CPU {
-		r.CPUMilli += v
-	} else {
-		r.MemoryBytes += v
+func requestOrLimit(r corev1.ResourceRequirements, name corev1.ResourceName) int64 {
+	if q, ok := r.Requests[name]; ok {
+		return q.Value()
 	}
-	return r
+	return quantityValue(r.Limits, name)
 }
 
 func quantityValue(l corev1.ResourceList, name corev1.ResourceName) int64 {

@@ -400,6 +400,8 @@ leaderElection:
 			"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 			"--kubelet-use-node-status-port", "--kubelet-insecure-tls",
 			"--metric-resolution=" + c.opts.MetricResolution.String(),
+			// metrics-server insists the scrape timeout is below the resolution.
+			"--kubelet-request-timeout=" + min(10*time.Second, c.opts.MetricResolution/2).String(),
 		}, c.bins.MetricsServer, nil
 	}
 	return nil, "", fmt.Errorf("unknown component %q", name)

@@ -1,0 +1,139 @@
+package policy
+
+import (
+	"math"
+	"slices"
+	"testing"
+	"time"
+)
+
+func TestHistory(t *testing.T) {
+	t.Run("samples come back oldest first", func(t *testing.T) {
+		h := NewHistory(10*time.Minute, 10)
+		for _, s := range []Sample{smp(30, 1, 10), smp(20, 2, 20), smp(10, 3, 30)} {
+			if !h.AddNode("n", s) {
+				t.Errorf("sample %v was not new", s.Time)
+			}
+		}
+		want := []Sample{smp(30, 1, 10), smp(20, 2, 20), smp(10, 3, 30)}
+		if got := h.AppendNode(nil, "n"); !slices.Equal(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
+	t.Run("a repeated or older sample is dropped", func(t *testing.T) {
+		h := NewHistory(10*time.Minute, 10)
+		h.AddPod("u", smp(20, 2, 20))
+		if h.AddPod("u", smp(20, 5, 50)) {
+			t.Errorf("the same timestamp was added twice")
+		}
+		if h.AddPod("u", smp(30, 1, 10)) {
+			t.Errorf("an older sample was added")
+		}
+		if got := h.AppendPod(nil, "u"); !slices.Equal(got, []Sample{smp(20, 2, 20)}) {
+			t.Errorf("got %v", got)
+		}
+	})
+	t.Run("sub-second times are rounded down to the second", func(t *testing.T) {
+		h := NewHistory(10*time.Minute, 10)
+		h.AddNode("n", Sample{Time: ago(10).Add(900 * time.Millisecond), CPUMilli: 1})
+		if h.AddNode("n", Sample{Time: ago(10).Add(950 * time.Millisecond), CPUMilli: 2}) {
+			t.Errorf("a sample in the same second was added")
+		}
+		if got := h.AppendNode(nil, "n"); !got[0].Time.Equal(ago(10)) {
+			t.Errorf("time %v, want %v", got[0].Time, ago(10))
+		}
+	})
+	t.Run("at most maxCount samples are kept, the newest ones", func(t *testing.T) {
+		h := NewHistory(time.Hour, 3)
+		for i := 10; i >= 1; i-- {
+			h.AddNode("n", smp(i*10, int64(i), 0))
+		}
+		want := []Sample{smp(30, 3, 0), smp(20, 2, 0), smp(10, 1, 0)}
+		if got := h.AppendNode(nil, "n"); !slices.Equal(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
+	t.Run("samples older than maxAge before the newest are dropped on add", func(t *testing.T) {
+		h := NewHistory(60*time.Second, 100)
+		h.AddNode("n", smp(100, 1, 0))
+		h.AddNode("n", smp(70, 2, 0))
+		h.AddNode("n", smp(40, 3, 0)) // 100 s old sample is 60 s older: kept; none dropped
+		h.AddNode("n", smp(39, 4, 0)) // now the 100 s one is 61 s older: dropped
+		want := []Sample{smp(70, 2, 0), smp(40, 3, 0), smp(39, 4, 0)}
+		if got := h.AppendNode(nil, "n"); !slices.Equal(got, want) {
+			t.Errorf("got %v, want %v", got, want)
+		}
+	})
+	t.Run("prune drops old samples and forgets empty series", func(t *testing.T) {
+		h := NewHistory(60*time.Second, 100)
+		h.AddNode("gone", smp(120, 1, 0))
+		h.AddNode("n", smp(90, 1, 0))
+		h.AddNode("n", smp(30, 2, 0))
+		h.AddPod("gone", smp(61, 1, 0))
+		h.AddPod("p", smp(60, 1, 0))
+		h.Prune(now)
+		if nodes, pods := h.Len(); nodes != 1 || pods != 1 {
+			t.Errorf("Len = %d nodes, %d pods; want 1, 1", nodes, pods)
+		}
+		if got := h.AppendNode(nil, "n"); !slices.Equal(got, []Sample{smp(30, 2, 0)}) {
+			t.Errorf("node samples %v", got)
+		}
+		if got := h.AppendPod(nil, "p"); !slices.Equal(got, []Sample{smp(60, 1, 0)}) {
+			t.Errorf("pod samples %v", got)
+		}
+	})
+	t.Run("delete forgets a node or a pod", func(t *testing.T) {
+		h := NewHistory(time.Minute, 10)
+		h.AddNode("n", smp(1, 1, 1))
+		h.AddPod("p", smp(1, 1, 1))
+		h.DeleteNode("n")
+		h.DeletePod("p")
+		if nodes, pods := h.Len(); nodes != 0 || pods != 0 {
+			t.Errorf("Len = %d, %d", nodes, pods)
+		}
+		if got := h.AppendNode([]Sample{smp(5, 5, 5)}, "n"); len(got) != 1 {
+			t.Errorf("append of an unknown node changed dst: %v", got)
+		}
+	})
+	t.Run("values outside the compact range are clamped", func(t *testing.T) {
+		h := NewHistory(time.Minute, 10)
+		h.AddNode("neg", smp(1, -5, -5))
+		h.AddNode("big", smp(1, math.MaxInt64, math.MaxInt64))
+		if got := h.AppendNode(nil, "neg"); got[0].CPUMilli != 0 || got[0].MemoryBytes != 0 {
+			t.Errorf("negative values stored as %v", got[0])
+		}
+		if got := h.AppendNode(nil, "big"); got[0].CPUMilli != math.MaxUint32 || got[0].MemoryBytes != math.MaxInt64 {
+			t.Errorf("large values stored as %v", got[0])
+		}
+	})
+	t.Run("the ring keeps order across wrap-arounds and growth", func(t *testing.T) {
+		h := NewHistory(time.Hour, 7)
+		var want []Sample
+		for i := 100; i >= 1; i-- {
+			s := smp(i, int64(i), int64(2*i))
+			h.AddPod("p", s)
+			want = append(want, s)
+			if len(want) > 7 {
+				want = want[1:]
+			}
+			if got := h.AppendPod(nil, "p"); !slices.Equal(got, want) {
+				t.Fatalf("after %d samples got %v, want %v", 101-i, got, want)
+			}
+		}
+	})
+	t.Run("history feeds Compute", func(t *testing.T) {
+		h := NewHistory(10*time.Minute, 40)
+		h.AddNode("n", smp(30, 3000, 6000))
+		h.AddNode("n", smp(15, 2500, 5000))
+		h.AddPod("uid-r", smp(30, 1500, 2000))
+		h.AddPod("uid-r", smp(15, 1000, 1000))
+		n := Node{Name: "n", Allocatable: alloc4k10k, Samples: h.AppendNode(nil, "n"),
+			Pods: []Pod{reclaimedPod("r")}}
+		n.Pods[0].Samples = h.AppendPod(nil, n.Pods[0].UID)
+		r := Compute(&n, testSettings(), now, 2*time.Minute)
+		// regular 1500 / 4000: 4000-1400-1500 = 1100; 10000-3500-4000 = 2500
+		if r.CPUMilli != 1100 || r.MemoryBytes != 2500 {
+			t.Errorf("got %d / %d, want 1100 / 2500", r.CPUMilli, r.MemoryBytes)
+		}
+	})
+}

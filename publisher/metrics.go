@@ -1,0 +1,47 @@
+package publisher
+
+import "github.com/prometheus/client_golang/prometheus"
+
+type metrics struct {
+	cycleDuration  prometheus.Histogram
+	publishedCPU   *prometheus.GaugeVec
+	publishedMem   *prometheus.GaugeVec
+	writes         *prometheus.CounterVec
+	writeErrors    *prometheus.CounterVec
+	zeroNodes      *prometheus.GaugeVec
+	metricsErrors  prometheus.Counter
+	configReloads  *prometheus.CounterVec
+	leader         prometheus.Gauge
+	nodesEvaluated prometheus.Gauge
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	const ns, sub = "kube_reclaim", "publisher"
+	m := &metrics{
+		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Name: "cycle_duration_seconds", Help: "Duration of one evaluation cycle over every node, writes included.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
+		publishedCPU: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "published_cpu_millicores", Help: "Reclaimable CPU last published per node."}, []string{"node"}),
+		publishedMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "published_memory_bytes", Help: "Reclaimable memory last published per node."}, []string{"node"}),
+		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "writes_total", Help: "API writes by kind (annotation, status) and reason (initial, decreased, changed, refresh, status-mismatch)."},
+			[]string{"kind", "reason"}),
+		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "write_errors_total", Help: "Node writes that failed after retries, by kind."}, []string{"kind"}),
+		zeroNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "zero_nodes", Help: "Nodes published as zero on purpose in the last cycle, by reason (metrics-stale, no-samples)."}, []string{"reason"}),
+		metricsErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "metrics_api_errors_total", Help: "Failed reads of metrics.k8s.io."}),
+		configReloads: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "config_reloads_total", Help: "Policy file reloads by result (success, error)."}, []string{"result"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "is_leader", Help: "1 while this replica holds the leader lease."}),
+		nodesEvaluated: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "nodes_evaluated", Help: "Nodes evaluated in the last cycle."}),
+	}
+	reg.MustRegister(m.cycleDuration, m.publishedCPU, m.publishedMem, m.writes, m.writeErrors, m.zeroNodes,
+		m.metricsErrors, m.configReloads, m.leader, m.nodesEvaluated)
+	return m
+}

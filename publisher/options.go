@@ -1,0 +1,133 @@
+// Package publisher is the leader-elected controller that measures every
+// node, runs the policy, and publishes the reclaimable CPU and memory on the
+// node: the annotation first (the webhook and extender read it), then the
+// extended resources in status.capacity and status.allocatable.
+package publisher
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/cli"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// Options are the flags of `kube-reclaim publisher`.
+type Options struct {
+	cli.Common
+
+	ConfigFile           string
+	ConfigReloadInterval time.Duration
+	ConfigMap            string // namespace/name, for Events about the policy file
+
+	Period            time.Duration
+	RefreshInterval   time.Duration
+	MetricsStaleAfter time.Duration
+	DecreaseThreshold float64
+	Workers           int
+	WriteTimeout      time.Duration
+
+	LeaderElect    bool
+	LeaseNamespace string
+	LeaseName      string
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	Identity       string
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Common:               cli.DefaultCommon(":8080"),
+		ConfigReloadInterval: 10 * time.Second,
+		ConfigMap:            "kube-reclaim/kube-reclaim-policy",
+		Period:               15 * time.Second,
+		RefreshInterval:      reclaimable.DefaultRefreshInterval,
+		MetricsStaleAfter:    reclaimable.DefaultMetricsStaleAfter,
+		DecreaseThreshold:    0.01,
+		Workers:              16,
+		WriteTimeout:         10 * time.Second,
+		LeaderElect:          true,
+		LeaseNamespace:       "kube-reclaim",
+		LeaseName:            "kube-reclaim-publisher",
+		LeaseDuration:        15 * time.Second,
+		RenewDeadline:        10 * time.Second,
+		RetryPeriod:          2 * time.Second,
+	}
+}
+
+// AddFlags registers the publisher's flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Policy file (YAML: default policy and per-pool overrides). Built-in defaults when empty. Reloaded when it changes; a broken new file is rejected and the last good one stays in force.")
+	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "How often the policy file is checked for changes.")
+	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap, "namespace/name of the ConfigMap holding the policy file; Events about rejected files are recorded on it.")
+	fs.DurationVar(&o.Period, "period", o.Period, "How often usage is read from metrics.k8s.io and every node is evaluated.")
+	fs.DurationVar(&o.RefreshInterval, "refresh-interval", o.RefreshInterval, "Rewrite a node's annotation at least this often even when nothing changed, so readers can tell a live publisher from a dead one. Must be well below the readers' --stale-after.")
+	fs.DurationVar(&o.MetricsStaleAfter, "metrics-stale-after", o.MetricsStaleAfter, "Publish zero for a node whose newest usage sample is older than this.")
+	fs.Float64Var(&o.DecreaseThreshold, "decrease-threshold", o.DecreaseThreshold, "A decrease smaller than this fraction of the published value is measurement noise and waits for the next refresh, unless the new value is below what reclaimed pods on the node already hold. Increases are gated by the policy file's changeThreshold.")
+	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes written in parallel.")
+	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "Time allowed for one node's writes, retries included; a failing node never stalls the others.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a coordination.k8s.io Lease; only the leader writes.")
+	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "Namespace of the leader Lease.")
+	fs.StringVar(&o.LeaseName, "leader-elect-name", o.LeaseName, "Name of the leader Lease (the webhook and extender watch it).")
+	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "Lease duration.")
+	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader retries renewing before giving up leadership.")
+	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
+	fs.StringVar(&o.Identity, "leader-elect-identity", o.Identity, "Identity in the lease; hostname_<random> when empty.")
+}
+
+// Validate reports every invalid flag at once.
+func (o *Options) Validate() error {
+	errs := []error{o.Common.Validate()}
+	pos := func(name string, d time.Duration) {
+		if d <= 0 {
+			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", name, d))
+		}
+	}
+	pos("period", o.Period)
+	pos("refresh-interval", o.RefreshInterval)
+	pos("metrics-stale-after", o.MetricsStaleAfter)
+	pos("config-reload-interval", o.ConfigReloadInterval)
+	pos("write-timeout", o.WriteTimeout)
+	if o.MetricsStaleAfter > 0 && o.Period > 0 && o.MetricsStaleAfter < o.Period {
+		errs = append(errs, fmt.Errorf("--metrics-stale-after (%s) must be at least --period (%s)", o.MetricsStaleAfter, o.Period))
+	}
+	if o.DecreaseThreshold < 0 || o.DecreaseThreshold >= 1 {
+		errs = append(errs, fmt.Errorf("--decrease-threshold must be in [0,1), got %v", o.DecreaseThreshold))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
+	}
+	if o.LeaderElect {
+		pos("leader-elect-lease-duration", o.LeaseDuration)
+		pos("leader-elect-renew-deadline", o.RenewDeadline)
+		pos("leader-elect-retry-period", o.RetryPeriod)
+		if o.LeaseName == "" || o.LeaseNamespace == "" {
+			errs = append(errs, errors.New("--leader-elect-name and --leader-elect-namespace are required with --leader-elect"))
+		}
+		if o.RenewDeadline >= o.LeaseDuration {
+			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be less than --leader-elect-lease-duration (%s)", o.RenewDeadline, o.LeaseDuration))
+		}
+	}
+	if _, _, err := splitNamespaced(o.ConfigMap); o.ConfigMap != "" && err != nil {
+		errs = append(errs, fmt.Errorf("--config-map: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func splitNamespaced(s string) (string, string, error) {
+	for i := 0; i < len(s); i++ {
+		if s[i] == '/' {
+			if i == 0 || i == len(s)-1 {
+				break
+			}
+			return s[:i], s[i+1:], nil
+		}
+	}
+	return "", "", fmt.Errorf("%q is not namespace/name", s)
+}

@@ -1,0 +1,473 @@
+package publisher
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/policy"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+const podNodeIndex = "spec.nodeName"
+
+// Publisher is a running publisher.
+type Publisher struct {
+	opts     *Options
+	names    reclaimable.Names
+	client   kubernetes.Interface
+	metrics  metricsclient.Interface
+	recorder record.EventRecorder
+	m        *metrics
+
+	nodes     corelisters.NodeLister
+	podIndex  cache.Indexer
+	hasSynced []cache.InformerSynced
+
+	config atomic.Pointer[policy.Config]
+
+	// Usage history, sized for the longest window in force; touched only by
+	// the cycle goroutine, like the scratch buffer and the calculator.
+	hist    *policy.History
+	histAge time.Duration
+	scratch []policy.Sample
+	calc    policy.Calculator
+
+	leading        atomic.Bool
+	lost           atomic.Bool
+	firstCycleDone atomic.Bool
+	// published remembers which nodes have per-node gauges, to delete them.
+	published map[string]bool
+}
+
+// Run starts the publisher and blocks until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	o.SetupLogging()
+	cfg, rawCfg, err := loadConfig(o.ConfigFile)
+	if err != nil {
+		return err
+	}
+	restCfg, err := o.RESTConfig("kube-reclaim-publisher")
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	mc, err := metricsclient.NewForConfig(restCfg)
+	if err != nil {
+		return err
+	}
+	reg := prometheus.NewRegistry()
+	p := New(o, client, mc, reg)
+	p.config.Store(cfg)
+
+	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	defer broadcaster.Shutdown()
+	p.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-reclaim-publisher"})
+
+	health := serving.NewHealth(reg)
+	health.AddReadyCheck("informers", func() error {
+		for _, s := range p.hasSynced {
+			if !s() {
+				return errors.New("informers not synced")
+			}
+		}
+		return nil
+	})
+	health.AddReadyCheck("first-cycle", func() error {
+		// A standby replica is ready once synced: it has nothing to publish.
+		if p.leading.Load() && !p.firstCycleDone.Load() {
+			return errors.New("first publish cycle not finished")
+		}
+		return nil
+	})
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 3)
+	wg.Add(2)
+	go func() { defer wg.Done(); errc <- health.Serve(ctx, o.HealthAddress) }()
+	go func() { defer wg.Done(); p.watchConfig(ctx, rawCfg) }()
+	p.startInformers(ctx)
+
+	run := func(ctx context.Context) {
+		p.leading.Store(true)
+		p.m.leader.Set(1)
+		p.loop(ctx)
+	}
+	if !o.LeaderElect {
+		wg.Add(1)
+		go func() { defer wg.Done(); run(ctx); errc <- nil }()
+	} else {
+		le, err := p.leaderElector(ctx, run, cancel)
+		if err != nil {
+			return err
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); le.Run(ctx); errc <- nil }()
+	}
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+	}
+	cancel()
+	wg.Wait()
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	if p.lost.Load() {
+		return errors.New("lost leadership")
+	}
+	return nil
+}
+
+// New builds a publisher without starting it.
+func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
+	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg),
+		published: map[string]bool{}}
+	p.config.Store(policy.Default())
+	return p
+}
+
+func (p *Publisher) startInformers(ctx context.Context) {
+	factory := informers.NewSharedInformerFactoryWithOptions(p.client, 0,
+		informers.WithTransform(trimPod))
+	nodeInf := factory.Core().V1().Nodes()
+	podInf := factory.Core().V1().Pods().Informer()
+	_ = podInf.AddIndexers(cache.Indexers{podNodeIndex: func(obj interface{}) ([]string, error) {
+		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
+			return []string{pod.Spec.NodeName}, nil
+		}
+		return nil, nil
+	}})
+	p.nodes = nodeInf.Lister()
+	p.podIndex = podInf.GetIndexer()
+	p.hasSynced = []cache.InformerSynced{nodeInf.Informer().HasSynced, podInf.HasSynced}
+	factory.Start(ctx.Done())
+}
+
+// trimPod keeps only what the publisher reads, so 150,000 cached pods stay
+// cheap: name, node, phase, start time and container resources.
+func trimPod(obj interface{}) (interface{}, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	trim := func(cs []corev1.Container) []corev1.Container {
+		out := make([]corev1.Container, len(cs))
+		for i := range cs {
+			out[i] = corev1.Container{Name: cs[i].Name, Resources: cs[i].Resources, RestartPolicy: cs[i].RestartPolicy}
+		}
+		return out
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1ObjectMeta(pod),
+		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName, Containers: trim(pod.Spec.Containers),
+			InitContainers: trim(pod.Spec.InitContainers), Overhead: pod.Spec.Overhead},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, StartTime: pod.Status.StartTime},
+	}, nil
+}
+
+func (p *Publisher) leaderElector(parent context.Context, run func(context.Context), cancel context.CancelFunc) (*leaderelection.LeaderElector, error) {
+	id := p.opts.Identity
+	if id == "" {
+		host, _ := os.Hostname()
+		id = host + "_" + rand.String(8)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1ObjectMetaNamed(p.opts.LeaseNamespace, p.opts.LeaseName),
+		Client:     p.client.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+	}
+	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   p.opts.LeaseDuration,
+		RenewDeadline:   p.opts.RenewDeadline,
+		RetryPeriod:     p.opts.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            p.opts.LeaseName,
+		Callbacks: leaderelection.LeaderCallbacks{
+			OnStartedLeading: func(ctx context.Context) {
+				logrus.WithField("identity", id).Info("became leader")
+				run(ctx)
+			},
+			// Losing the lease while running means another replica may
+			// already be writing: stop at once and let the process restart.
+			OnStoppedLeading: func() {
+				p.m.leader.Set(0)
+				if parent.Err() == nil && p.leading.Load() {
+					p.lost.Store(true)
+					logrus.WithField("identity", id).Error("lost the leader lease; exiting so that only one replica writes")
+				}
+				cancel()
+			},
+			OnNewLeader: func(leader string) {
+				if leader != id {
+					logrus.WithField("leader", leader).Info("following leader")
+				}
+			},
+		},
+	})
+}
+
+func (p *Publisher) loop(ctx context.Context) {
+	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
+		return
+	}
+	t := time.NewTicker(p.opts.Period)
+	defer t.Stop()
+	for {
+		p.Cycle(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Cycle reads usage, evaluates every node, and writes what the gate lets
+// through. Exported for benchmarks.
+func (p *Publisher) Cycle(ctx context.Context) {
+	start := time.Now()
+	p.collect(ctx)
+	cfg := p.config.Load()
+	now := time.Now()
+	nodes, err := p.nodes.List(labels.Everything())
+	if err != nil {
+		logrus.WithError(err).Error("listing nodes from cache")
+		return
+	}
+	writes := make([]write, 0, 16)
+	zero := map[string]int{}
+	seen := make(map[string]bool, len(nodes))
+	for _, node := range nodes {
+		seen[node.Name] = true
+		w, res := p.evaluate(node, cfg, now)
+		if res.ZeroReason != "" {
+			zero[res.ZeroReason]++
+		}
+		if w != nil {
+			writes = append(writes, *w)
+		}
+	}
+	p.forgetGone(seen)
+	p.runWrites(ctx, writes)
+	for _, r := range []string{policy.ZeroReasonStale, policy.ZeroReasonNoSamples, policy.ZeroReasonInvalidSettings} {
+		p.m.zeroNodes.WithLabelValues(r).Set(float64(zero[r]))
+	}
+	p.m.nodesEvaluated.Set(float64(len(nodes)))
+	p.m.cycleDuration.Observe(time.Since(start).Seconds())
+	p.firstCycleDone.Store(true)
+	logrus.WithFields(logrus.Fields{"nodes": len(nodes), "writes": len(writes), "stale": zero[policy.ZeroReasonStale],
+		"duration": time.Since(start).Round(time.Millisecond)}).Debug("cycle done")
+}
+
+// write is the work for one node: the annotation (when value is set) and
+// then the status.
+type write struct {
+	node       string
+	annotation string
+	values     reclaimable.Request
+	reason     string
+}
+
+func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Time) (*write, policy.Result) {
+	settings, pool := cfg.For(node.Labels)
+	in := p.input(node)
+	res := p.calc.Compute(&in, settings, now, p.opts.MetricsStaleAfter)
+	next := reclaimable.Request{CPUMilli: res.CPUMilli, MemoryBytes: res.MemoryBytes}
+
+	var prev *policy.Published
+	if a, err := reclaimable.Parse(node.Annotations[p.names.Annotation]); err == nil {
+		prev = &policy.Published{Values: policy.Resources{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes}, WriteTime: a.WriteTime}
+		next = p.suppressNoise(prev.Values, next, p.promised(node.Name))
+	}
+	publish, reason := policy.ShouldPublish(prev, policy.Resources{CPUMilli: next.CPUMilli, MemoryBytes: next.MemoryBytes},
+		now, settings.ChangeThreshold, p.opts.RefreshInterval)
+	if !publish {
+		// The annotation is current; make sure status agrees (kubelet
+		// re-registration can zero extended resources).
+		if prev != nil && !p.statusMatches(node, reclaimable.Request{CPUMilli: prev.Values.CPUMilli, MemoryBytes: prev.Values.MemoryBytes}) {
+			return &write{node: node.Name, values: reclaimable.Request{CPUMilli: prev.Values.CPUMilli, MemoryBytes: prev.Values.MemoryBytes}, reason: "status-mismatch"}, res
+		}
+		return nil, res
+	}
+	expl := res.Explanation
+	ann := reclaimable.Annotation{CPUMilli: next.CPUMilli, MemoryBytes: next.MemoryBytes, Policy: string(res.Policy),
+		Pool: pool, MetricsTime: res.MetricsTime, WriteTime: now.UTC().Truncate(time.Second), ZeroReason: res.ZeroReason, Explanation: &expl}
+	value, err := ann.Marshal()
+	if err != nil {
+		logrus.WithError(err).WithField("node", node.Name).Error("encoding annotation")
+		return nil, res
+	}
+	return &write{node: node.Name, annotation: value, values: next, reason: reason}, res
+}
+
+// suppressNoise keeps the previous value of a resource whose decrease is
+// below --decrease-threshold, unless the new value no longer covers what
+// reclaimed pods on the node already hold: that room must be withdrawn now.
+func (p *Publisher) suppressNoise(prev policy.Resources, next, promised reclaimable.Request) reclaimable.Request {
+	keep := func(old, nw, held int64) int64 {
+		if nw < old && nw >= held && float64(old-nw) < p.opts.DecreaseThreshold*float64(old) {
+			return old
+		}
+		return nw
+	}
+	return reclaimable.Request{CPUMilli: keep(prev.CPUMilli, next.CPUMilli, promised.CPUMilli),
+		MemoryBytes: keep(prev.MemoryBytes, next.MemoryBytes, promised.MemoryBytes)}
+}
+
+// promised is the sum of the reclaimed requests of the node's live pods.
+func (p *Publisher) promised(node string) reclaimable.Request {
+	var sum reclaimable.Request
+	objs, _ := p.podIndex.ByIndex(podNodeIndex, node)
+	for _, o := range objs {
+		pod := o.(*corev1.Pod)
+		if terminal(pod) {
+			continue
+		}
+		r, _ := p.names.PodRequest(pod)
+		sum = sum.Add(r)
+	}
+	return sum
+}
+
+func (p *Publisher) statusMatches(node *corev1.Node, v reclaimable.Request) bool {
+	eq := func(l corev1.ResourceList, name corev1.ResourceName, want int64) bool {
+		q, ok := l[name]
+		return ok && q.Value() == want
+	}
+	return eq(node.Status.Capacity, p.names.CPU, v.CPUMilli) && eq(node.Status.Allocatable, p.names.CPU, v.CPUMilli) &&
+		eq(node.Status.Capacity, p.names.Memory, v.MemoryBytes) && eq(node.Status.Allocatable, p.names.Memory, v.MemoryBytes)
+}
+
+func terminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// input assembles the policy's view of one node.
+func (p *Publisher) input(node *corev1.Node) policy.Node {
+	in := policy.Node{
+		Name:        node.Name,
+		Capacity:    resources(node.Status.Capacity),
+		Allocatable: resources(node.Status.Allocatable),
+	}
+	// One scratch buffer holds every series of the node; Compute does not
+	// keep them, so it is reused for the next node.
+	buf := p.hist.AppendNode(p.scratch[:0], node.Name)
+	in.Samples = buf
+	objs, _ := p.podIndex.ByIndex(podNodeIndex, node.Name)
+	in.Pods = make([]policy.Pod, 0, len(objs))
+	for _, o := range objs {
+		pod := o.(*corev1.Pod)
+		if terminal(pod) {
+			continue
+		}
+		req := reclaimable.NativeRequest(pod)
+		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+			Requests:  policy.Resources{CPUMilli: req.CPUMilli, MemoryBytes: req.MemoryBytes},
+			Reclaimed: p.names.IsReclaimedPod(pod)}
+		if pod.Status.StartTime != nil {
+			pp.StartTime = pod.Status.StartTime.Time
+		}
+		n := len(buf)
+		buf = p.hist.AppendPod(buf, podKey(pod.Namespace, pod.Name))
+		pp.Samples = buf[n:len(buf):len(buf)]
+		in.Pods = append(in.Pods, pp)
+	}
+	p.scratch = buf
+	return in
+}
+
+func resources(l corev1.ResourceList) policy.Resources {
+	return policy.Resources{CPUMilli: l.Cpu().MilliValue(), MemoryBytes: l.Memory().Value()}
+}
+
+func (p *Publisher) forgetGone(seen map[string]bool) {
+	for name := range p.published {
+		if !seen[name] {
+			p.m.publishedCPU.DeleteLabelValues(name)
+			p.m.publishedMem.DeleteLabelValues(name)
+			delete(p.published, name)
+		}
+	}
+}
+
+// runWrites performs the writes with a bounded number of workers. Every node
+// has its own deadline, so one failing node cannot hold up the others.
+func (p *Publisher) runWrites(ctx context.Context, writes []write) {
+	jobs := make(chan write)
+	var wg sync.WaitGroup
+	for i := 0; i < min(p.opts.Workers, len(writes)); i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for w := range jobs {
+				if err := p.write(ctx, w); err != nil {
+					logrus.WithError(err).WithFields(logrus.Fields{"node": w.node, "reason": w.reason}).Warn("publishing failed; retrying next cycle")
+				}
+			}
+		}()
+	}
+	for _, w := range writes {
+		select {
+		case jobs <- w:
+		case <-ctx.Done():
+		}
+	}
+	close(jobs)
+	wg.Wait()
+	for _, w := range writes {
+		p.m.publishedCPU.WithLabelValues(w.node).Set(float64(w.values.CPUMilli))
+		p.m.publishedMem.WithLabelValues(w.node).Set(float64(w.values.MemoryBytes))
+		p.published[w.node] = true
+	}
+}
+
+func (p *Publisher) write(ctx context.Context, w write) error {
+	ctx, cancel := context.WithTimeout(ctx, p.opts.WriteTimeout)
+	defer cancel()
+	if w.annotation != "" {
+		if err := retryWrite(ctx, func(ctx context.Context) error { return p.patchAnnotation(ctx, w) }); err != nil {
+			p.m.writeErrors.WithLabelValues("annotation").Inc()
+			return fmt.Errorf("annotation: %w", err)
+		}
+		p.m.writes.WithLabelValues("annotation", w.reason).Inc()
+		logrus.WithFields(logrus.Fields{"node": w.node, "cpu": w.values.CPUMilli, "memory": w.values.MemoryBytes, "reason": w.reason}).Debug("published")
+	}
+	if err := retryWrite(ctx, func(ctx context.Context) error { return p.patchStatus(ctx, w) }); err != nil {
+		p.m.writeErrors.WithLabelValues("status").Inc()
+		return fmt.Errorf("status: %w", err)
+	}
+	p.m.writes.WithLabelValues("status", w.reason).Inc()
+	return nil
+}
+
+func quantity(v int64) string { return resource.NewQuantity(v, resource.DecimalSI).String() }

@@ -1,0 +1,139 @@
+package reclaimable
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+)
+
+var n = MustNames(DefaultDomain)
+
+func container(req, lim corev1.ResourceList) corev1.Container {
+	return corev1.Container{Name: "c", Resources: corev1.ResourceRequirements{Requests: req, Limits: lim}}
+}
+
+func list(kv ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
+func TestPodRequest(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	cpu, mem := string(n.CPU), string(n.Memory)
+	cases := []struct {
+		name     string
+		pod      corev1.PodSpec
+		want     Request
+		mismatch bool
+	}{
+		{"a pod without reclaimed resources requests nothing",
+			corev1.PodSpec{Containers: []corev1.Container{container(list("cpu", "2"), nil)}}, Request{}, false},
+		{"app containers add up",
+			corev1.PodSpec{Containers: []corev1.Container{
+				container(list(cpu, "1500", mem, "1Gi"), list(cpu, "1500", mem, "1Gi")),
+				container(list(cpu, "500"), list(cpu, "500")),
+			}}, Request{CPUMilli: 2000, MemoryBytes: 1 << 30}, false},
+		{"a larger init container sets the effective request",
+			corev1.PodSpec{
+				InitContainers: []corev1.Container{container(list(cpu, "4000"), list(cpu, "4000"))},
+				Containers:     []corev1.Container{container(list(cpu, "1000"), list(cpu, "1000"))},
+			}, Request{CPUMilli: 4000}, false},
+		{"sidecar init containers add to the app containers",
+			corev1.PodSpec{
+				InitContainers: []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: corev1.ResourceRequirements{
+					Requests: list(cpu, "300"), Limits: list(cpu, "300")}}},
+				Containers: []corev1.Container{container(list(cpu, "1000"), list(cpu, "1000"))},
+			}, Request{CPUMilli: 1300}, false},
+		{"a request different from its limit is a mismatch",
+			corev1.PodSpec{Containers: []corev1.Container{container(list(cpu, "1000"), list(cpu, "2000"))}},
+			Request{CPUMilli: 1000}, true},
+		{"a request without a limit is a mismatch",
+			corev1.PodSpec{Containers: []corev1.Container{container(list(mem, "1Gi"), nil)}},
+			Request{MemoryBytes: 1 << 30}, true},
+		{"a limit alone counts as the request",
+			corev1.PodSpec{Containers: []corev1.Container{container(nil, list(cpu, "700"))}},
+			Request{CPUMilli: 700}, false},
+		{"pod overhead is added",
+			corev1.PodSpec{Overhead: list(cpu, "100"), Containers: []corev1.Container{container(list(cpu, "1000"), list(cpu, "1000"))}},
+			Request{CPUMilli: 1100}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, mismatch := n.PodRequest(&corev1.Pod{Spec: tc.pod})
+			if got != tc.want || mismatch != tc.mismatch {
+				t.Errorf("got %+v mismatch=%v, want %+v mismatch=%v", got, mismatch, tc.want, tc.mismatch)
+			}
+			if n.IsReclaimedPod(&corev1.Pod{Spec: tc.pod}) != !tc.want.IsZero() {
+				t.Errorf("IsReclaimedPod disagrees with the request %+v", tc.want)
+			}
+		})
+	}
+}
+
+func TestNativeRequestCountsCPUAndMemoryLikeTheScheduler(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{container(list("cpu", "3", "memory", "1Gi"), nil)},
+		Containers:     []corev1.Container{container(list("cpu", "500m", "memory", "2Gi"), nil), container(list("cpu", "1"), nil)},
+	}}
+	if got, want := NativeRequest(pod), (Request{CPUMilli: 3000, MemoryBytes: 2 << 30}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
+func TestJudge(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	ann := func(writeTime time.Time) string {
+		v, err := Annotation{CPUMilli: 1500, MemoryBytes: 2048, Policy: "usage", WriteTime: writeTime}.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cases := []struct {
+		name    string
+		value   string
+		present bool
+		alive   bool
+		fresh   bool
+		reason  string
+		values  Request
+	}{
+		{"a fresh annotation is trusted", ann(now.Add(-time.Minute)), true, true, true, "", Request{1500, 2048}},
+		{"a missing annotation is zero", "", false, true, false, ReasonMissing, Request{}},
+		{"malformed JSON is zero", "{cpu:", true, true, false, ReasonMalformed, Request{}},
+		{"negative values are zero", `{"cpu":-1,"memory":5,"writeTime":"2026-01-01T11:59:00Z"}`, true, true, false, ReasonMalformed, Request{}},
+		{"an annotation without writeTime is zero", `{"cpu":1,"memory":5}`, true, true, false, ReasonMalformed, Request{}},
+		{"an annotation older than stale-after is zero", ann(now.Add(-11 * time.Minute)), true, true, false, ReasonWriteTooOld, Request{}},
+		{"a slightly future write time is tolerated", ann(now.Add(30 * time.Second)), true, true, true, "", Request{1500, 2048}},
+		{"a write time far in the future is zero", ann(now.Add(time.Hour)), true, true, false, ReasonFuture, Request{}},
+		{"a dead publisher lease makes a fresh annotation zero", ann(now), true, false, false, ReasonPublisherDown, Request{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := Judge(tc.value, tc.present, now, 10*time.Minute, tc.alive)
+			if f.Fresh != tc.fresh || f.Reason != tc.reason || f.Values != tc.values {
+				t.Errorf("got fresh=%v reason=%q values=%+v (%s), want fresh=%v reason=%q values=%+v",
+					f.Fresh, f.Reason, f.Values, f.Detail, tc.fresh, tc.reason, tc.values)
+			}
+			if !f.Fresh && f.Detail == "" {
+				t.Error("a stale verdict must explain itself")
+			}
+		})
+	}
+}
+
+func TestNewNamesRejectsADomainThatIsNotADNSSubdomain(t *testing.T) {
+	if _, err := NewNames("Not A Domain/"); err == nil || !strings.Contains(err.Error(), "DNS subdomain") {
+		t.Errorf("got %v, want a DNS subdomain error", err)
+	}
+	got := MustNames("example.com")
+	if got.CPU != "example.com/reclaimed-cpu" || got.Memory != "example.com/reclaimed-memory" || got.Annotation != "example.com/reclaimable" {
+		t.Errorf("unexpected names %+v", got)
+	}
+}

@@ -1,0 +1,317 @@
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+)
+
+const (
+	pubPeriod       = 5 * time.Second
+	pubMetricsStale = 30 * time.Second
+	pubLease        = 6 * time.Second
+	pubRetry        = 1 * time.Second
+)
+
+// The policy in force: margins of 35 %, the maximum over one minute.
+const pubPolicy = `default:
+  policy: usage
+  window: 1m
+  peak: max
+  cpu: {margin: 0.35, maxRatio: 1, minimum: 100}
+  memory: {margin: 0.35, maxRatio: 1, minimum: 134217728}
+pools:
+- name: tight
+  nodeSelector: {pool: tight}
+  cpu: {margin: 0.5}
+`
+
+// expectedUsagePolicy is the usage policy's formula written out for a node
+// whose regular work uses cpuMilli/memBytes (pods, set by the test) on top of
+// the kwok node baseline: allocatable x (1 - margin) - regular usage.
+func expectedUsagePolicy(allocCPU, allocMem int64, margin float64, cpuMilli, memBytes int64) (int64, int64) {
+	cpu := int64(float64(allocCPU)*(1-margin)) - cpuMilli - cluster.NodeBaselineCPUMilli
+	mem := int64(float64(allocMem)*(1-margin)) - memBytes - cluster.NodeBaselineMemoryBytes
+	return cpu, mem
+}
+
+func TestPublisher(t *testing.T) {
+	ctx := context.Background()
+	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second, AuditPolicy: nodeWritesAuditPolicy})
+	mustNamespace(t, c, "kube-reclaim")
+	spec := cluster.NodeSpec{NamePrefix: "pub", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
+	nodes, err := c.AddNodes(ctx, 3, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	const allocCPU, allocMem = 16000, 64 << 30
+
+	// node 0: a regular pod using 2 cores / 4 GiB.
+	// node 1: a regular pod using 6 cores / 1 GiB (later in pool "tight").
+	// node 2: a reclaimed pod using 3 cores / 2 GiB and a regular pod using 1 core / 1 GiB:
+	//         the reclaimed pod's usage must not count against the node.
+	regular := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
+	reclaimedReq := corev1.ResourceList{names.CPU: resource.MustParse("1000"), names.Memory: resource.MustParse("1Gi")}
+	mustCreatePod(t, c, podSpec("default", "reg-0", nodes[0], regular, nil))
+	mustCreatePod(t, c, podSpec("default", "reg-1", nodes[1], regular, nil))
+	mustCreatePod(t, c, podSpec("default", "rec-2", nodes[2], nil, reclaimedReq))
+	mustCreatePod(t, c, podSpec("default", "reg-2", nodes[2], regular, nil))
+	for _, u := range []struct{ pod, cpu, mem string }{
+		{"reg-0", "2", "4Gi"}, {"reg-1", "6", "1Gi"}, {"rec-2", "3", "2Gi"}, {"reg-2", "1", "1Gi"},
+	} {
+		if err := c.SetPodUsage(ctx, "default", u.pod, u.cpu, u.mem); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfgDir := t.TempDir()
+	cfgFile := filepath.Join(cfgDir, "policy.yaml")
+	if err := os.WriteFile(cfgFile, []byte(pubPolicy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pubArgs := func(id string) []string {
+		return []string{"--config=" + cfgFile, "--config-reload-interval=1s", "--period=" + pubPeriod.String(),
+			"--metrics-stale-after=" + pubMetricsStale.String(), "--refresh-interval=2m",
+			"--leader-elect-lease-duration=" + pubLease.String(), "--leader-elect-renew-deadline=4s",
+			"--leader-elect-retry-period=" + pubRetry.String(), "--leader-elect-identity=" + id}
+	}
+	pubA := startRole(t, c, "publisher-a", "publisher", pubArgs("publisher-a")...)
+
+	type want struct{ cpu, mem int64 }
+	expect := map[string]want{}
+	for i, usage := range [][2]int64{{2000, 4 << 30}, {6000, 1 << 30}, {1000, 1 << 30}} {
+		cpu, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, usage[0], usage[1])
+		expect[nodes[i]] = want{cpu, mem}
+	}
+	// CPU comes from counters sampled by metrics-server: allow a few
+	// millicores of rate noise. Memory is a gauge: allow a MiB.
+	near := func(got, want, tol int64) bool { return got >= want-tol && got <= want+tol }
+	matches := func(node string, w want) (bool, string) {
+		a, st := published(t, c, node)
+		if a == nil {
+			return false, "no annotation"
+		}
+		desc := fmt.Sprintf("annotation cpu=%d mem=%d, capacity %+v, allocatable %+v, want cpu=%d mem=%d", a.CPUMilli, a.MemoryBytes, st[0], st[1], w.cpu, w.mem)
+		ok := near(a.CPUMilli, w.cpu, 20) && near(a.MemoryBytes, w.mem, 1<<20) &&
+			st[0] == st[1] && st[0].CPUMilli == a.CPUMilli && st[0].MemoryBytes == a.MemoryBytes
+		return ok, desc
+	}
+
+	t.Run("published values match the usage formula and land equal in capacity and allocatable", func(t *testing.T) {
+		for _, n := range nodes {
+			var desc string
+			took, ok := pollUntil(3*time.Minute, time.Second, func() bool {
+				var ok bool
+				ok, desc = matches(n, expect[n])
+				return ok
+			})
+			if !ok {
+				t.Fatalf("node %s: %s", n, desc)
+			}
+			t.Logf("node %s converged after %s: %s", n, took.Round(time.Second), desc)
+		}
+	})
+
+	t.Run("raising usage lowers reclaimed-cpu within two periods of metrics-server reporting it", func(t *testing.T) {
+		if err := c.SetPodUsage(ctx, "default", "reg-0", "5", "4Gi"); err != nil {
+			t.Fatal(err)
+		}
+		_, ok := pollUntil(90*time.Second, 500*time.Millisecond, func() bool {
+			m, err := c.Metrics.MetricsV1beta1().NodeMetricses().Get(ctx, nodes[0], metav1.GetOptions{})
+			return err == nil && m.Usage.Cpu().MilliValue() >= 4900
+		})
+		if !ok {
+			t.Fatal("metrics-server never reported the new usage")
+		}
+		wantCPU, wantMem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 5000, 4<<30)
+		var desc string
+		took, ok := pollUntil(3*pubPeriod, 200*time.Millisecond, func() bool {
+			var ok bool
+			ok, desc = matches(nodes[0], want{wantCPU, wantMem})
+			return ok
+		})
+		if !ok {
+			t.Fatalf("not republished within 2 periods (+1 of slack) of metrics reporting it: %s", desc)
+		}
+		t.Logf("republished %s after metrics-server reported the raise (period %s)", took.Round(100*time.Millisecond), pubPeriod)
+		if took > 2*pubPeriod {
+			t.Errorf("took %s, want <= 2 periods (%s)", took, 2*pubPeriod)
+		}
+		expect[nodes[0]] = want{wantCPU, wantMem}
+	})
+
+	t.Run("constant usage writes node status at most twice in three minutes", func(t *testing.T) {
+		since := time.Now()
+		time.Sleep(3 * time.Minute)
+		counts := map[string]int{}
+		for _, e := range auditEvents(t, c.AuditLogPath()) {
+			if e.ObjectRef.Subresource == "status" && e.Stage == "ResponseComplete" &&
+				strings.HasPrefix(e.UserAgent, "kube-reclaim-publisher") && e.StageTimestamp.After(since) {
+				counts[e.ObjectRef.Name]++
+			}
+		}
+		t.Logf("publisher status writes per node over 3 minutes: %v", counts)
+		for _, n := range nodes {
+			if counts[n] > 2 {
+				t.Errorf("node %s: %d status writes in 3 minutes of constant usage, want <= 2", n, counts[n])
+			}
+		}
+		if a, _ := published(t, c, nodes[1]); a == nil || time.Since(a.WriteTime) > 2*time.Minute+2*pubPeriod {
+			t.Errorf("annotation not refreshed within the refresh interval: %+v", a)
+		}
+	})
+
+	t.Run("a pool selected by node labels applies its own margin; a broken file keeps the old policy and emits an Event", func(t *testing.T) {
+		node, err := c.Client.CoreV1().Nodes().Get(ctx, nodes[1], metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		node.Labels["pool"] = "tight"
+		if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		cpu, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 6000, 1<<30)
+		cpu = int64(allocCPU*0.5) - 6000 - cluster.NodeBaselineCPUMilli
+		var desc string
+		if _, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
+			var ok bool
+			ok, desc = matches(nodes[1], want{cpu, mem})
+			return ok
+		}); !ok {
+			t.Fatalf("pool margin not applied: %s", desc)
+		}
+		if a, _ := published(t, c, nodes[1]); a.Pool != "tight" {
+			t.Errorf("annotation pool = %q, want tight", a.Pool)
+		}
+		if err := os.WriteFile(cfgFile, []byte("default:\n  policy: nonsense\n  cpu: {margin: 7}\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var ev *corev1.Event
+		if _, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
+			list, err := c.Client.CoreV1().Events("kube-reclaim").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				return false
+			}
+			for i := range list.Items {
+				if list.Items[i].Reason == "PolicyRejected" && list.Items[i].InvolvedObject.Name == "kube-reclaim-policy" {
+					ev = &list.Items[i]
+					return true
+				}
+			}
+			return false
+		}); !ok {
+			t.Fatal("no PolicyRejected event for the broken policy file")
+		}
+		if !strings.Contains(ev.Message, "nonsense") || !strings.Contains(ev.Message, "margin") {
+			t.Errorf("event message does not name the problems: %q", ev.Message)
+		}
+		if pubA.metric(t, "kube_reclaim_publisher_config_reloads_total", `result="error"`) < 1 {
+			t.Error("config_reloads_total{result=error} not incremented")
+		}
+		// Several periods later the old pool policy is still in force.
+		time.Sleep(3 * pubPeriod)
+		if ok, desc := matches(nodes[1], want{cpu, mem}); !ok {
+			t.Errorf("policy changed after a broken file: %s", desc)
+		}
+		if ok, desc := matches(nodes[0], expect[nodes[0]]); !ok {
+			t.Errorf("default policy changed after a broken file: %s", desc)
+		}
+	})
+
+	t.Run("only the leader writes; a killed leader is replaced within the lease duration", func(t *testing.T) {
+		pubB := startRole(t, c, "publisher-b", "publisher", pubArgs("publisher-b")...)
+		time.Sleep(2 * pubPeriod)
+		if got := pubB.metric(t, "kube_reclaim_publisher_writes_total"); got != 0 {
+			t.Errorf("standby publisher wrote %v times", got)
+		}
+		if pubB.metric(t, "kube_reclaim_publisher_is_leader") != 0 || pubA.metric(t, "kube_reclaim_publisher_is_leader") != 1 {
+			t.Fatal("publisher-a should lead and publisher-b follow")
+		}
+		if err := c.KillComponent("publisher-a"); err != nil {
+			t.Fatal(err)
+		}
+		killed := time.Now()
+		took, ok := pollUntil(3*pubLease, 200*time.Millisecond, func() bool {
+			l, err := c.Client.CoordinationV1().Leases("kube-reclaim").Get(ctx, "kube-reclaim-publisher", metav1.GetOptions{})
+			return err == nil && holder(l) == "publisher-b"
+		})
+		if !ok {
+			t.Fatal("publisher-b never took the lease")
+		}
+		t.Logf("publisher-b took over %s after the leader was killed (lease %s, retry %s)", took.Round(100*time.Millisecond), pubLease, pubRetry)
+		if took > pubLease+pubRetry+time.Second {
+			t.Errorf("takeover took %s, want within the lease duration (%s) plus one retry period", took, pubLease)
+		}
+		// Publishing continues: a change is published by the new leader.
+		if err := c.SetPodUsage(ctx, "default", "reg-2", "2", "1Gi"); err != nil {
+			t.Fatal(err)
+		}
+		cpu, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 2000, 1<<30)
+		var desc string
+		if _, ok := pollUntil(90*time.Second, time.Second, func() bool {
+			var ok bool
+			ok, desc = matches(nodes[2], want{cpu, mem})
+			return ok
+		}); !ok {
+			t.Fatalf("new leader did not publish the change: %s", desc)
+		}
+		if pubB.metric(t, "kube_reclaim_publisher_writes_total", `kind="annotation"`) < 1 {
+			t.Error("publisher-b has no annotation writes after taking over")
+		}
+		_ = killed
+	})
+
+	t.Run("metrics-server stopped: every node reaches zero within metrics-stale-after plus two periods, and recovers", func(t *testing.T) {
+		if err := c.StopComponent(cluster.MetricsServer); err != nil {
+			t.Fatal(err)
+		}
+		bound := pubMetricsStale + 2*pubPeriod
+		for _, n := range nodes {
+			took, ok := pollUntil(bound+10*time.Second, 500*time.Millisecond, func() bool {
+				a, st := published(t, c, n)
+				return a != nil && a.CPUMilli == 0 && a.MemoryBytes == 0 && st[0].CPUMilli == 0 && st[1].MemoryBytes == 0
+			})
+			if !ok {
+				a, st := published(t, c, n)
+				t.Fatalf("node %s not zero: %+v %+v", n, a, st)
+			}
+			if took > bound {
+				t.Errorf("node %s: zero after %s, want <= %s", n, took, bound)
+			}
+			if a, _ := published(t, c, n); a.ZeroReason != "metrics-stale" {
+				t.Errorf("node %s zero reason %q, want metrics-stale", n, a.ZeroReason)
+			}
+		}
+		if err := c.StartComponent(cluster.MetricsServer); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range nodes {
+			if _, ok := pollUntil(2*time.Minute, time.Second, func() bool {
+				a, _ := published(t, c, n)
+				return a != nil && a.CPUMilli > 0 && a.MemoryBytes > 0
+			}); !ok {
+				t.Fatalf("node %s did not recover after metrics-server came back", n)
+			}
+		}
+	})
+}
+
+func holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
