@@ -31,6 +31,8 @@ func Command(use, short string, role Role) *cobra.Command {
 		Short:        short,
 		Args:         cobra.NoArgs,
 		SilenceUsage: true,
+		// Execute prints the error once; cobra would print it again.
+		SilenceErrors: true,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := role.Validate(); err != nil {
 				return fmt.Errorf("invalid flags:\n%w", err)

@@ -1,0 +1,294 @@
+package extender
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+var (
+	testNames = reclaimable.MustNames(reclaimable.DefaultDomain)
+	// t0 is the fake clock's start; annotations are written relative to it.
+	t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+)
+
+const (
+	mi = int64(1) << 20
+	gi = int64(1) << 30
+)
+
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Step(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// fixture is an extender fed by a fake clientset through its real informers,
+// with a fake clock and a switchable publisher lease.
+type fixture struct {
+	t      testing.TB
+	client *fake.Clientset
+	ext    *extender
+	clock  *fakeClock
+	alive  atomic.Bool
+	reg    *prometheus.Registry
+	h      http.Handler
+}
+
+type fixtureOpts struct {
+	strategy      string
+	assumeTimeout time.Duration
+	// noStart leaves the informers stopped.
+	noStart bool
+}
+
+func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
+	t.Helper()
+	if o.strategy == "" {
+		o.strategy = StrategySpread
+	}
+	if o.assumeTimeout == 0 {
+		o.assumeTimeout = 30 * time.Second
+	}
+	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: &fakeClock{now: t0}, reg: prometheus.NewRegistry()}
+	f.alive.Store(true)
+	ext, err := newExtender(f.client, config{names: testNames, strategy: o.strategy,
+		staleAfter: 10 * time.Minute, assumeTimeout: o.assumeTimeout}, nil, f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext.cache.now = f.clock.Now
+	ext.cache.alive = func(time.Time) bool { return f.alive.Load() }
+	f.ext, f.h = ext, ext.server.handler()
+	if !o.noStart {
+		f.start()
+	}
+	return f
+}
+
+func (f *fixture) start() {
+	ctx, cancel := context.WithCancel(context.Background())
+	f.t.Cleanup(cancel)
+	f.ext.informers.run(ctx)
+	if !f.ext.waitForSync(ctx) {
+		f.t.Fatal("informers did not sync")
+	}
+}
+
+// eventually polls cond for up to 5 s.
+func (f *fixture) eventually(what string, cond func() bool) {
+	f.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			f.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}
+
+func (f *fixture) post(path string, body any) *httptest.ResponseRecorder {
+	f.t.Helper()
+	var b []byte
+	switch v := body.(type) {
+	case string:
+		b = []byte(v)
+	case []byte:
+		b = v
+	default:
+		var err error
+		if b, err = json.Marshal(v); err != nil {
+			f.t.Fatal(err)
+		}
+	}
+	rec := httptest.NewRecorder()
+	f.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(b)))
+	return rec
+}
+
+func (f *fixture) filter(pod *corev1.Pod, nodes ...string) extenderv1.ExtenderFilterResult {
+	f.t.Helper()
+	rec := f.post("/filter", extenderv1.ExtenderArgs{Pod: pod, NodeNames: &nodes})
+	var res extenderv1.ExtenderFilterResult
+	decodeOK(f.t, rec, &res)
+	return res
+}
+
+func (f *fixture) prioritize(pod *corev1.Pod, nodes ...string) extenderv1.HostPriorityList {
+	f.t.Helper()
+	rec := f.post("/prioritize", extenderv1.ExtenderArgs{Pod: pod, NodeNames: &nodes})
+	var res extenderv1.HostPriorityList
+	decodeOK(f.t, rec, &res)
+	return res
+}
+
+func (f *fixture) bind(p *corev1.Pod, node string) extenderv1.ExtenderBindingResult {
+	f.t.Helper()
+	rec := f.post("/bind", extenderv1.ExtenderBindingArgs{PodName: p.Name, PodNamespace: p.Namespace, PodUID: p.UID, Node: node})
+	var res extenderv1.ExtenderBindingResult
+	decodeOK(f.t, rec, &res)
+	return res
+}
+
+func decodeOK(t testing.TB, rec *httptest.ResponseRecorder, v any) {
+	t.Helper()
+	if rec.Code != http.StatusOK {
+		t.Fatalf("status %d: %s", rec.Code, rec.Body.String())
+	}
+	if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+		t.Fatalf("decoding %q: %v", rec.Body.String(), err)
+	}
+}
+
+// free returns the node's current room as the extender sees it.
+func (f *fixture) free(node string) reclaimable.Request {
+	st := make([]nodeState, 1)
+	f.ext.cache.states([]string{node}, st)
+	return st[0].free
+}
+
+func (f *fixture) assumptions() int {
+	a, _, _ := f.ext.cache.counts()
+	return a
+}
+
+// counter reads a counter (or the sum of a counter vector's children
+// matching labels) from the fixture's registry.
+func (f *fixture) counter(name string, labels map[string]string) float64 {
+	f.t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if matches(m, labels) {
+				switch {
+				case m.Counter != nil:
+					sum += m.Counter.GetValue()
+				case m.Gauge != nil:
+					sum += m.Gauge.GetValue()
+				case m.Histogram != nil:
+					sum += float64(m.Histogram.GetSampleCount())
+				}
+			}
+		}
+	}
+	return sum
+}
+
+func matches(m *dto.Metric, labels map[string]string) bool {
+	for k, v := range labels {
+		found := false
+		for _, lp := range m.GetLabel() {
+			if lp.GetName() == k && lp.GetValue() == v {
+				found = true
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// node returns a node publishing cpu millicores and mem bytes, written
+// writtenAgo before t0.
+func node(name string, cpu, mem int64, writtenAgo time.Duration) *corev1.Node {
+	a := reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: mem, Policy: "usage",
+		MetricsTime: t0.Add(-writtenAgo - time.Minute), WriteTime: t0.Add(-writtenAgo)}
+	v, err := a.Marshal()
+	if err != nil {
+		panic(err)
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{testNames.Annotation: v}}}
+}
+
+func nodeWithAnnotation(name, value string) *corev1.Node {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if value != "" {
+		n.Annotations = map[string]string{testNames.Annotation: value}
+	}
+	return n
+}
+
+// pod returns a pod asking cpu millicores and mem bytes of the reclaimed
+// resources (requests == limits), bound to nodeName when not empty.
+func pod(name, nodeName string, cpu, mem int64) *corev1.Pod {
+	rl := corev1.ResourceList{}
+	if cpu > 0 {
+		rl[testNames.CPU] = *resource.NewQuantity(cpu, resource.DecimalSI)
+	}
+	if mem > 0 {
+		rl[testNames.Memory] = *resource.NewQuantity(mem, resource.BinarySI)
+	}
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name, UID: types.UID("uid-" + name)},
+		Spec: corev1.PodSpec{NodeName: nodeName, SchedulerName: SchedulerName, Containers: []corev1.Container{{
+			Name: "main", Image: "busybox",
+			Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl.DeepCopy()},
+		}}},
+		Status: corev1.PodStatus{Phase: corev1.PodPending},
+	}
+	if nodeName != "" {
+		p.Status.Phase = corev1.PodRunning
+	}
+	return p
+}
+
+func withPhase(p *corev1.Pod, phase corev1.PodPhase) *corev1.Pod {
+	p.Status.Phase = phase
+	return p
+}
+
+// mismatched returns a pod whose reclaimed CPU request differs from its limit.
+func mismatched(name string) *corev1.Pod {
+	p := pod(name, "", 1000, gi)
+	p.Spec.Containers[0].Resources.Limits[testNames.CPU] = *resource.NewQuantity(2000, resource.DecimalSI)
+	return p
+}
+
+// plainPod asks only native resources.
+func plainPod(name string) *corev1.Pod {
+	p := pod(name, "", 0, 0)
+	p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("500m")}}
+	return p
+}
+
+func req(cpu, mem int64) reclaimable.Request {
+	return reclaimable.Request{CPUMilli: cpu, MemoryBytes: mem}
+}

@@ -1,0 +1,183 @@
+package extender
+
+import (
+	"context"
+	"fmt"
+	"unique"
+
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// podRecord is all the pod informer keeps of a pod: about 100 bytes instead
+// of the kilobytes of a *corev1.Pod, which matters at 150,000 pods. It is
+// produced by the informer's transform, so the store, the event handlers and
+// bind's lookups only ever see records.
+type podRecord struct {
+	namespace, name string
+	uid             types.UID
+	nodeName        string
+	req             reclaimable.Request
+	mismatch        bool
+	terminal        bool
+}
+
+// GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
+func (p *podRecord) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, UID: p.uid}
+}
+
+// nodeRecord is all the node informer keeps of a node (a Node with its
+// images and conditions is ~10 KB).
+type nodeRecord struct {
+	name       string
+	annotation string
+	present    bool
+}
+
+// GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
+func (n *nodeRecord) GetObjectMeta() metav1.Object { return &metav1.ObjectMeta{Name: n.name} }
+
+// intern shares the backing memory of strings repeated across pods
+// (namespaces, node names).
+func intern(s string) string { return unique.Make(s).Value() }
+
+// newPodRecord strips a pod to what the extender needs.
+func newPodRecord(n reclaimable.Names, p *corev1.Pod) *podRecord {
+	req, mismatch := n.PodRequest(p)
+	r := &podRecord{namespace: intern(p.Namespace), name: p.Name, uid: p.UID,
+		req: req, mismatch: mismatch,
+		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
+	if p.Spec.NodeName != "" {
+		r.nodeName = intern(p.Spec.NodeName)
+	}
+	return r
+}
+
+// podTransform is the pod informer's transform. It must be idempotent: the
+// informer may pass objects it already transformed.
+func podTransform(n reclaimable.Names) cache.TransformFunc {
+	return func(obj interface{}) (interface{}, error) {
+		if p, ok := obj.(*corev1.Pod); ok {
+			return newPodRecord(n, p), nil
+		}
+		return obj, nil
+	}
+}
+
+func nodeTransform(n reclaimable.Names) cache.TransformFunc {
+	return func(obj interface{}) (interface{}, error) {
+		if node, ok := obj.(*corev1.Node); ok {
+			v, present := node.Annotations[n.Annotation]
+			return &nodeRecord{name: node.Name, annotation: v, present: present}, nil
+		}
+		return obj, nil
+	}
+}
+
+// nonTerminalPods is kube-scheduler's own pod selector: finished pods free
+// their room, and leaving them out keeps completed batch pods out of memory.
+// A pod that finishes leaves the watch as a deletion.
+var nonTerminalPods = fields.ParseSelectorOrDie("status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed))
+
+// informers are the node and pod informers feeding a nodeCache.
+type informers struct {
+	nodes, pods cache.SharedIndexInformer
+}
+
+func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache) (*informers, error) {
+	podLW := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = nonTerminalPods.String()
+			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = nonTerminalPods.String()
+			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}
+	nodeLW := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return client.CoreV1().Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return client.CoreV1().Nodes().Watch(ctx, o)
+		},
+	}
+	inf := &informers{
+		pods:  cache.NewSharedIndexInformerWithOptions(podLW, &corev1.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods"}),
+		nodes: cache.NewSharedIndexInformerWithOptions(nodeLW, &corev1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"}),
+	}
+	if err := inf.pods.SetTransform(podTransform(n)); err != nil {
+		return nil, err
+	}
+	if err := inf.nodes.SetTransform(nodeTransform(n)); err != nil {
+		return nil, err
+	}
+	if _, err := inf.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { withPod(obj, c.setPod) },
+		UpdateFunc: func(_, obj interface{}) { withPod(obj, c.setPod) },
+		DeleteFunc: func(obj interface{}) { withPod(obj, c.deletePod) },
+	}); err != nil {
+		return nil, err
+	}
+	if _, err := inf.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj interface{}) { withNode(obj, c.setNode) },
+		UpdateFunc: func(_, obj interface{}) { withNode(obj, c.setNode) },
+		DeleteFunc: func(obj interface{}) { withNode(obj, func(n *nodeRecord) { c.deleteNode(n.name) }) },
+	}); err != nil {
+		return nil, err
+	}
+	return inf, nil
+}
+
+func withPod(obj interface{}, f func(*podRecord)) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if p, ok := obj.(*podRecord); ok {
+		f(p)
+		return
+	}
+	logrus.WithField("type", typeName(obj)).Error("pod informer delivered an unexpected object")
+}
+
+func withNode(obj interface{}, f func(*nodeRecord)) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	if n, ok := obj.(*nodeRecord); ok {
+		f(n)
+		return
+	}
+	logrus.WithField("type", typeName(obj)).Error("node informer delivered an unexpected object")
+}
+
+func typeName(obj interface{}) string { return fmt.Sprintf("%T", obj) }
+
+// run starts both informers; they stop when ctx ends.
+func (i *informers) run(ctx context.Context) {
+	go i.nodes.RunWithContext(ctx)
+	go i.pods.RunWithContext(ctx)
+}
+
+func (i *informers) hasSynced() bool { return i.nodes.HasSynced() && i.pods.HasSynced() }
+
+// pod returns the informer's record of namespace/name.
+func (i *informers) pod(namespace, name string) (*podRecord, bool) {
+	obj, ok, err := i.pods.GetStore().GetByKey(namespace + "/" + name)
+	if err != nil || !ok {
+		return nil, false
+	}
+	p, ok := obj.(*podRecord)
+	return p, ok
+}

@@ -1,0 +1,83 @@
+package extender
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+)
+
+// Bind results, the values of the result label of binds_total.
+const (
+	bindSuccess  = "success"   // Binding created
+	bindConflict = "conflict"  // room gone (or never there) at bind time; no API call made
+	bindRejected = "rejected"  // pod invalid for reclaimed capacity, unknown or already bound; no API call made
+	bindAPIError = "api-error" // the Binding call failed
+)
+
+type metrics struct {
+	requests            *serving.RequestMetrics
+	filtered            [nReasons]prometheus.Counter // by reasonID, every label pre-created
+	binds               *prometheus.CounterVec
+	conflicts           *prometheus.CounterVec
+	assumptionsExpired  prometheus.Counter
+	assumptionConfirmed prometheus.Histogram
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	const ns, sub = "kube_reclaim", "extender"
+	filtered := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+		Name: "filtered_nodes_total",
+		Help: "Nodes failed by the filter verb, by reason (insufficient-*, unknown-node, limits-mismatch, or the staleness reason of the node's annotation)."},
+		[]string{"reason"})
+	m := &metrics{
+		requests: serving.NewRequestMetrics(reg, sub),
+		binds: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "binds_total",
+			Help: "Bind verb calls by result: success, conflict (room gone at bind time), rejected (invalid pod), api-error."},
+			[]string{"result"}),
+		conflicts: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "bind_conflicts_total",
+			Help: "Binds refused because the node had no room left when the bind arrived, by reason."},
+			[]string{"reason"}),
+		assumptionsExpired: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "assumptions_expired_total",
+			Help: "Assumptions dropped after --assume-timeout without the pod informer showing the pod bound. Non-zero means the watch lags more than the timeout (risk of over-booking) or Bindings were lost."}),
+		assumptionConfirmed: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
+			Name:    "assumption_confirm_duration_seconds",
+			Help:    "Time from a bind's assumption to the pod informer showing the pod bound (or deleted): Binding call plus watch lag. --assume-timeout must stay well above it.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+	}
+	for id := rNone + 1; id < nReasons; id++ {
+		m.filtered[id] = filtered.WithLabelValues(reasonLabels[id])
+	}
+	for _, r := range []string{bindSuccess, bindConflict, bindRejected, bindAPIError} {
+		m.binds.WithLabelValues(r)
+	}
+	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed)
+	return m
+}
+
+// registerCacheGauges exposes the cache's sizes, read at scrape time.
+func registerCacheGauges(reg prometheus.Registerer, c *nodeCache) {
+	const ns, sub = "kube_reclaim", "extender"
+	reg.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "assumptions",
+			Help: "Pods bound by this extender that the pod informer has not shown bound yet."},
+			func() float64 { a, _, _ := c.counts(); return float64(a) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "cached_nodes",
+			Help: "Nodes in the extender's cache (known nodes and nodes still referenced by pods)."},
+			func() float64 { _, n, _ := c.counts(); return float64(n) }),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "placed_reclaimed_pods",
+			Help: "Non-terminal bound pods requesting reclaimed resources, counted against their nodes' room."},
+			func() float64 { _, _, p := c.counts(); return float64(p) }),
+	)
+}
+
+// countFiltered adds one request's per-reason failure counts.
+func (m *metrics) countFiltered(c *reasonCounts) {
+	for id, n := range c {
+		if n > 0 && m.filtered[id] != nil {
+			m.filtered[id].Add(float64(n))
+		}
+	}
+}

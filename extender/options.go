@@ -1,0 +1,277 @@
+// Package extender is the kube-scheduler extender of kube-reclaim
+// (`kube-reclaim extender`). It serves POST /filter, /prioritize and /bind
+// with the k8s.io/kube-scheduler/extender/v1 types, nodeCacheCapable: the
+// scheduler sends node names only and node and pod informers are the source
+// of truth.
+//
+// Free room on a node is the published reclaimable annotation (zero when
+// stale, see reclaimable.Judge) minus the reclaimed requests of the
+// non-terminal pods bound there minus the pods this extender bound that the
+// informer has not shown bound yet (assumptions). Bind checks the room and
+// records the assumption under one lock before creating the Binding, so
+// concurrent binds never over-book a node.
+//
+// The extender keeps its assumptions in memory: run exactly one replica
+// (Deployment strategy Recreate). Two replicas would each promise the same room.
+package extender
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/cli"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// Strategies of the prioritize verb.
+const (
+	// StrategySpread scores nodes with the most reclaimed room left highest.
+	StrategySpread = "spread"
+	// StrategyBinpack scores nodes with the least reclaimed room left highest.
+	StrategyBinpack = "binpack"
+)
+
+// Defaults of the extender's flags.
+const (
+	DefaultListenAddress = ":8888"
+	DefaultHealthAddress = ":8082"
+	// DefaultAssumeTimeout is how long a pod this extender bound counts
+	// against its node before the pod informer shows it bound. It only has to
+	// outlive the watch lag (milliseconds normally, seconds under load;
+	// kube_reclaim_extender_assumption_confirm_duration_seconds measures it):
+	// expiring too early risks over-booking, too late only holds room of a
+	// pod that was never bound, which happens only when a Binding's outcome
+	// was unknown and the pod was then deleted or bound elsewhere by others.
+	DefaultAssumeTimeout = 30 * time.Second
+	// DefaultPublisherLeaseNamespace and DefaultPublisherLeaseName name the
+	// publisher's leader Lease.
+	DefaultPublisherLeaseNamespace = "kube-reclaim"
+	DefaultPublisherLeaseName      = "kube-reclaim-publisher"
+)
+
+// certReloadInterval is how often the serving certificate files are polled.
+const certReloadInterval = 10 * time.Second
+
+// Options are the flags of `kube-reclaim extender`.
+type Options struct {
+	cli.Common
+	// ListenAddress serves /filter, /prioritize and /bind.
+	ListenAddress string
+	// TLSCertFile and TLSPrivateKeyFile switch the server to HTTPS (both or neither).
+	TLSCertFile       string
+	TLSPrivateKeyFile string
+	// StaleAfter: an annotation written longer ago counts as zero.
+	StaleAfter time.Duration
+	// PublisherLeaseNamespace/Name: the publisher's leader Lease; while it is
+	// not renewed for two lease durations every node counts as zero. Empty
+	// name disables the check.
+	PublisherLeaseNamespace string
+	PublisherLeaseName      string
+	// Strategy is spread or binpack.
+	Strategy string
+	// AssumeTimeout ends an assumption the informer has not confirmed.
+	AssumeTimeout time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Common:                  cli.DefaultCommon(DefaultHealthAddress),
+		ListenAddress:           DefaultListenAddress,
+		StaleAfter:              reclaimable.DefaultStaleAfter,
+		PublisherLeaseNamespace: DefaultPublisherLeaseNamespace,
+		PublisherLeaseName:      DefaultPublisherLeaseName,
+		Strategy:                StrategySpread,
+		AssumeTimeout:           DefaultAssumeTimeout,
+	}
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address serving the scheduler extender verbs POST /filter, /prioritize and /bind (HTTPS when --tls-cert-file is set, else HTTP).")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate (PEM) for HTTPS, re-read when the file changes. Requires --tls-private-key-file.")
+	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key (PEM) of --tls-cert-file.")
+	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "A node whose reclaimable annotation was written longer ago than this offers no reclaimed room. Must match the webhook's value and exceed the publisher's --refresh-interval.")
+	fs.StringVar(&o.PublisherLeaseNamespace, "publisher-lease-namespace", o.PublisherLeaseNamespace, "Namespace of the publisher's leader Lease.")
+	fs.StringVar(&o.PublisherLeaseName, "publisher-lease-name", o.PublisherLeaseName, "Name of the publisher's leader Lease; while it is not renewed for two lease durations no node offers reclaimed room. Empty disables the check (the annotation's write time still bounds staleness).")
+	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "Prioritize strategy: spread (favour nodes with the most reclaimed room left) or binpack (the least).")
+	fs.DurationVar(&o.AssumeTimeout, "assume-timeout", o.AssumeTimeout, "How long a pod bound by this extender keeps its room reserved while the pod informer has not shown it bound. Must exceed the watch lag (see kube_reclaim_extender_assumption_confirm_duration_seconds); too short risks over-booking.")
+}
+
+// Validate reports every invalid flag at once.
+func (o *Options) Validate() error {
+	errs := []error{o.Common.Validate()}
+	if err := cli.ValidateAddress("--listen-address", o.ListenAddress); err != nil {
+		errs = append(errs, err)
+	}
+	if (o.TLSCertFile == "") != (o.TLSPrivateKeyFile == "") {
+		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file must be set together"))
+	}
+	if o.StaleAfter <= 0 {
+		errs = append(errs, fmt.Errorf("--stale-after must be positive, got %s", o.StaleAfter))
+	}
+	if o.AssumeTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--assume-timeout must be positive, got %s", o.AssumeTimeout))
+	}
+	if o.Strategy != StrategySpread && o.Strategy != StrategyBinpack {
+		errs = append(errs, fmt.Errorf("--strategy: %q is neither %s nor %s", o.Strategy, StrategySpread, StrategyBinpack))
+	}
+	if o.PublisherLeaseName != "" {
+		for _, msg := range validation.IsDNS1123Subdomain(o.PublisherLeaseName) {
+			errs = append(errs, fmt.Errorf("--publisher-lease-name: %q: %s", o.PublisherLeaseName, msg))
+		}
+		for _, msg := range validation.IsDNS1123Label(o.PublisherLeaseNamespace) {
+			errs = append(errs, fmt.Errorf("--publisher-lease-namespace: %q: %s", o.PublisherLeaseNamespace, msg))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// extender wires the cache, informers and HTTP server; Run and the tests
+// build it the same way.
+type extender struct {
+	cache     *nodeCache
+	informers *informers
+	tracker   *leaderlease.Tracker
+	server    *server
+}
+
+type config struct {
+	names         reclaimable.Names
+	strategy      string
+	staleAfter    time.Duration
+	assumeTimeout time.Duration
+}
+
+func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*extender, error) {
+	m := newMetrics(reg)
+	c := newNodeCache(cfg.staleAfter, cfg.assumeTimeout, tracker.Alive, m)
+	registerCacheGauges(reg, c)
+	inf, err := newInformers(client, cfg.names, c)
+	if err != nil {
+		return nil, err
+	}
+	e := &extender{cache: c, informers: inf, tracker: tracker}
+	e.server = newServer(cfg.names, cfg.strategy, c, inf, client, e.synced, m)
+	return e, nil
+}
+
+func (e *extender) synced() bool { return e.informers.hasSynced() && e.tracker.HasSynced() }
+
+// registerReadiness makes /readyz fail until the caches synced.
+func (e *extender) registerReadiness(h *serving.Health) {
+	h.AddReadyCheck("informers", func() error {
+		if !e.synced() {
+			return errors.New("node, pod and publisher lease informers not synced yet")
+		}
+		return nil
+	})
+}
+
+// start runs the informers, the lease tracker and the assumption expiry until ctx ends.
+func (e *extender) start(ctx context.Context) {
+	e.informers.run(ctx)
+	go e.tracker.Run(ctx)
+	go e.cache.runExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.assumeTimeout/4)))
+}
+
+// waitForSync blocks until the caches synced or ctx ended.
+func (e *extender) waitForSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), e.informers.nodes.HasSynced, e.informers.pods.HasSynced, e.tracker.HasSynced)
+}
+
+// Run serves until ctx ends: informers first, /readyz failing until they
+// synced, then the extender verbs; graceful shutdown on cancellation.
+func (o *Options) Run(ctx context.Context) error {
+	o.SetupLogging()
+	restCfg, err := o.RESTConfig("kube-reclaim-extender")
+	if err != nil {
+		return err
+	}
+	// Protobuf: listing and watching 150,000 pods costs a fraction of JSON.
+	restCfg.ContentType = "application/vnd.kubernetes.protobuf"
+	restCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("creating API client: %w", err)
+	}
+	var tracker *leaderlease.Tracker
+	if o.PublisherLeaseName != "" {
+		tracker = leaderlease.New(client, o.PublisherLeaseNamespace, o.PublisherLeaseName)
+	}
+	reg := prometheus.NewRegistry()
+	health := serving.NewHealth(reg)
+	ext, err := newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,
+		assumeTimeout: o.AssumeTimeout}, tracker, reg)
+	if err != nil {
+		return err
+	}
+	ext.registerReadiness(health)
+	var certs *serving.CertReloader
+	if o.TLSCertFile != "" {
+		if certs, err = serving.NewCertReloader(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
+			return fmt.Errorf("serving certificate: %w", err)
+		}
+		health.AddReadyCheck("serving-certificate", certs.Check)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	running := 1
+	go func() { errc <- wrap("health server", health.Serve(ctx, o.HealthAddress)) }()
+	ext.start(ctx)
+	log := logrus.WithFields(logrus.Fields{"listen": o.ListenAddress, "strategy": o.Strategy,
+		"staleAfter": o.StaleAfter, "assumeTimeout": o.AssumeTimeout, "domain": o.ResourceDomain})
+	log.Info("extender starting; waiting for the node and pod informers to sync")
+	synced := make(chan bool, 1)
+	go func() { synced <- ext.waitForSync(ctx) }()
+	select {
+	case err := <-errc:
+		return err
+	case ok := <-synced:
+		if !ok {
+			cancel()
+			return <-errc
+		}
+	}
+	log.Info("informers synced; serving the extender verbs")
+	srv := serving.NewServer(o.ListenAddress, ext.server.handler())
+	var tlsCfg *tls.Config
+	if certs != nil {
+		go certs.Run(ctx, certReloadInterval)
+		tlsCfg = serving.TLSConfig(certs.GetCertificate)
+	}
+	running++
+	go func() { errc <- wrap("extender server", serving.ListenAndServe(ctx, srv, tlsCfg)) }()
+	// The first server to stop (an error, or ctx ending) stops the other.
+	var first error
+	for range running {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+		cancel()
+	}
+	return first
+}
+
+func wrap(what string, err error) error {
+	if err == nil || errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

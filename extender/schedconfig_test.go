@@ -1,0 +1,188 @@
+package extender
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// The field names below are copied from k8s.io/kube-scheduler/config/v1
+// (KubeSchedulerConfiguration, Extender, ExtenderManagedResource) and the
+// pre-1.23 scheduler Policy; decoding strictly into them catches a misspelt
+// key, which kube-scheduler would reject at start-up.
+type v1Extender struct {
+	URLPrefix      string `json:"urlPrefix"`
+	FilterVerb     string `json:"filterVerb,omitempty"`
+	PreemptVerb    string `json:"preemptVerb,omitempty"`
+	PrioritizeVerb string `json:"prioritizeVerb,omitempty"`
+	Weight         int64  `json:"weight,omitempty"`
+	BindVerb       string `json:"bindVerb,omitempty"`
+	EnableHTTPS    bool   `json:"enableHTTPS,omitempty"`
+	TLSConfig      *struct {
+		Insecure   bool   `json:"insecure,omitempty"`
+		ServerName string `json:"serverName,omitempty"`
+		CAFile     string `json:"caFile,omitempty"`
+	} `json:"tlsConfig,omitempty"`
+	HTTPTimeout      string `json:"httpTimeout,omitempty"`
+	NodeCacheCapable bool   `json:"nodeCacheCapable,omitempty"`
+	ManagedResources []struct {
+		Name               string `json:"name"`
+		IgnoredByScheduler bool   `json:"ignoredByScheduler,omitempty"`
+	} `json:"managedResources,omitempty"`
+	Ignorable bool `json:"ignorable,omitempty"`
+}
+
+type v1Config struct {
+	APIVersion     string `json:"apiVersion"`
+	Kind           string `json:"kind"`
+	LeaderElection *struct {
+		LeaderElect       bool   `json:"leaderElect"`
+		ResourceName      string `json:"resourceName"`
+		ResourceNamespace string `json:"resourceNamespace"`
+	} `json:"leaderElection,omitempty"`
+	Profiles []struct {
+		SchedulerName string `json:"schedulerName"`
+	} `json:"profiles"`
+	Extenders []v1Extender `json:"extenders"`
+}
+
+type legacyPolicy struct {
+	Kind       string `json:"kind"`
+	APIVersion string `json:"apiVersion"`
+	Extenders  []struct {
+		URLPrefix        string `json:"urlPrefix"`
+		FilterVerb       string `json:"filterVerb,omitempty"`
+		PreemptVerb      string `json:"preemptVerb,omitempty"`
+		PrioritizeVerb   string `json:"prioritizeVerb,omitempty"`
+		Weight           int64  `json:"weight,omitempty"`
+		BindVerb         string `json:"bindVerb,omitempty"`
+		EnableHTTPS      bool   `json:"enableHttps,omitempty"`
+		HTTPTimeout      int64  `json:"httpTimeout,omitempty"`
+		NodeCacheCapable bool   `json:"nodeCacheCapable,omitempty"`
+		ManagedResources []struct {
+			Name               string `json:"name"`
+			IgnoredByScheduler bool   `json:"ignoredByScheduler,omitempty"`
+		} `json:"managedResources,omitempty"`
+		Ignorable bool `json:"ignorable,omitempty"`
+	} `json:"extenders"`
+}
+
+// wantExtender is the expected extender entry, written out by hand.
+const wantExtenderJSON = `{"urlPrefix": "http://kube-reclaim-extender.kube-reclaim.svc:8888",
+ "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind", "weight": 1,
+ "nodeCacheCapable": true, "httpTimeout": "5s",
+ "managedResources": [{"name": "kube-reclaim.io/reclaimed-cpu", "ignoredByScheduler": true},
+                      {"name": "kube-reclaim.io/reclaimed-memory", "ignoredByScheduler": true}]}`
+
+func parseV1(t *testing.T, doc string) v1Config {
+	t.Helper()
+	var c v1Config
+	if err := yaml.UnmarshalStrict([]byte(doc), &c); err != nil {
+		t.Fatalf("strict decoding:\n%s\n%v", doc, err)
+	}
+	return c
+}
+
+func TestShippedSchedulerConfigMatchesGenerated(t *testing.T) {
+	shipped, err := os.ReadFile("../deploy/scheduler/kube-scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated, err := KubeSchedulerConfigYAML(DefaultURLPrefix, "kube-reclaim.io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wantExt v1Extender
+	if err := json.Unmarshal([]byte(wantExtenderJSON), &wantExt); err != nil {
+		t.Fatal(err)
+	}
+	for name, doc := range map[string]string{"shipped": string(shipped), "generated": generated} {
+		c := parseV1(t, doc)
+		if c.APIVersion != "kubescheduler.config.k8s.io/v1" || c.Kind != "KubeSchedulerConfiguration" {
+			t.Errorf("%s: apiVersion/kind = %s/%s", name, c.APIVersion, c.Kind)
+		}
+		if len(c.Profiles) != 1 || c.Profiles[0].SchedulerName != "kube-reclaim-scheduler" {
+			t.Errorf("%s: profiles = %+v", name, c.Profiles)
+		}
+		if le := c.LeaderElection; le == nil || !le.LeaderElect || le.ResourceName != "kube-reclaim-scheduler" || le.ResourceNamespace != "kube-reclaim" {
+			t.Errorf("%s: leaderElection = %+v, want its own lease", name, le)
+		}
+		if len(c.Extenders) != 1 || !reflect.DeepEqual(c.Extenders[0], wantExt) {
+			t.Errorf("%s: extenders = %+v\nwant %+v", name, c.Extenders, wantExt)
+		}
+	}
+	// Explicit false values are spelt out in both.
+	for _, key := range []string{"enableHTTPS: false", "ignorable: false"} {
+		for name, doc := range map[string]string{"shipped": string(shipped), "generated": generated} {
+			if !contains(doc, key) {
+				t.Errorf("%s lacks %q", name, key)
+			}
+		}
+	}
+}
+
+func TestExtenderConfigForATestScheduler(t *testing.T) {
+	// What a test or the demo feeds a real kube-scheduler: both profiles and
+	// the extender on localhost, for another domain, over HTTPS.
+	ext, err := ExtenderConfigYAMLWithCA("https://127.0.0.1:9443", "example.com", "/tmp/ca dir/ca.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
+		ProfilesYAML("default-scheduler", SchedulerName) + ext
+	c := parseV1(t, doc)
+	if len(c.Profiles) != 2 || c.Profiles[0].SchedulerName != "default-scheduler" || c.Profiles[1].SchedulerName != "kube-reclaim-scheduler" {
+		t.Errorf("profiles = %+v", c.Profiles)
+	}
+	e := c.Extenders[0]
+	if e.URLPrefix != "https://127.0.0.1:9443" || !e.EnableHTTPS || e.ManagedResources[0].Name != "example.com/reclaimed-cpu" ||
+		e.ManagedResources[1].Name != "example.com/reclaimed-memory" || e.TLSConfig == nil || e.TLSConfig.CAFile != "/tmp/ca dir/ca.crt" {
+		t.Errorf("extender = %+v", e)
+	}
+	if _, err := ExtenderConfigYAML("http://x", "Not A Domain"); err == nil {
+		t.Error("invalid domain accepted")
+	}
+	// Names YAML would misread are quoted.
+	if got := ProfilesYAML("true", "8080"); got != "profiles:\n- schedulerName: \"true\"\n- schedulerName: \"8080\"\n" {
+		t.Errorf("ProfilesYAML = %q", got)
+	}
+}
+
+func TestShippedLegacyPolicyMatchesGenerated(t *testing.T) {
+	shipped, err := os.ReadFile("../deploy/scheduler/policy.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	generated, err := LegacyPolicyJSON(DefaultURLPrefix, "kube-reclaim.io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(shipped) != generated {
+		t.Errorf("deploy/scheduler/policy.json differs from LegacyPolicyJSON:\n%s", generated)
+	}
+	var p legacyPolicy
+	dec := json.NewDecoder(bytesReader(shipped))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		t.Fatal(err)
+	}
+	if p.Kind != "Policy" || p.APIVersion != "v1" || len(p.Extenders) != 1 {
+		t.Fatalf("policy = %+v", p)
+	}
+	e := p.Extenders[0]
+	if e.URLPrefix != "http://kube-reclaim-extender.kube-reclaim.svc:8888" || e.FilterVerb != "filter" || e.PrioritizeVerb != "prioritize" ||
+		e.BindVerb != "bind" || e.Weight != 1 || e.EnableHTTPS || e.HTTPTimeout != 5_000_000_000 || !e.NodeCacheCapable || e.Ignorable ||
+		len(e.ManagedResources) != 2 || e.ManagedResources[0].Name != "kube-reclaim.io/reclaimed-cpu" || !e.ManagedResources[0].IgnoredByScheduler ||
+		e.ManagedResources[1].Name != "kube-reclaim.io/reclaimed-memory" || !e.ManagedResources[1].IgnoredByScheduler {
+		t.Errorf("extender = %+v", e)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

@@ -1,0 +1,420 @@
+package extender
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/sirupsen/logrus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+const (
+	// maxRequestBytes bounds a request body. A filter call carries one pod
+	// (at most ~1.5 MB, the API server's object limit) and the node names
+	// (5000 × ~60 bytes); anything larger is refused with 413.
+	maxRequestBytes = 8 << 20
+	// bindAPITimeout bounds the Binding call. kube-scheduler usually gives up
+	// earlier (httpTimeout), which cancels the request context.
+	bindAPITimeout = 30 * time.Second
+)
+
+// podSource finds the informer's record of a pod.
+type podSource interface {
+	pod(namespace, name string) (*podRecord, bool)
+}
+
+// server answers the scheduler's filter, prioritize and bind calls.
+type server struct {
+	names    reclaimable.Names
+	strategy string
+	cache    *nodeCache
+	pods     podSource
+	client   kubernetes.Interface
+	synced   func() bool
+	metrics  *metrics
+	maxBody  int64
+	// mismatchMsg is the filter message for pods whose requests differ from limits.
+	mismatchMsg string
+}
+
+func newServer(names reclaimable.Names, strategy string, c *nodeCache, pods podSource, client kubernetes.Interface, synced func() bool, m *metrics) *server {
+	return &server{names: names, strategy: strategy, cache: c, pods: pods, client: client, synced: synced,
+		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names)}
+}
+
+// handler routes POST /filter, /prioritize and /bind.
+func (s *server) handler() http.Handler {
+	r := mux.NewRouter()
+	for verb, h := range map[string]http.HandlerFunc{
+		"filter":     s.serveArgs("filter", s.appendFilter),
+		"prioritize": s.serveArgs("prioritize", s.appendPrioritize),
+		"bind":       s.serveBind,
+	} {
+		r.Handle("/"+verb, s.metrics.requests.Wrap(verb, h)).Methods(http.MethodPost)
+	}
+	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, fmt.Sprintf("method %s not allowed on %s: the scheduler extender only accepts POST", req.Method, req.URL.Path), http.StatusMethodNotAllowed)
+	})
+	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		http.Error(w, fmt.Sprintf("no such path %s: the scheduler extender serves POST /filter, /prioritize and /bind", req.URL.Path), http.StatusNotFound)
+	})
+	return r
+}
+
+// ready answers 503 until the informers have synced: an incomplete cache
+// would under-count bound pods and over-book nodes.
+func (s *server) ready(w http.ResponseWriter) bool {
+	if s.synced() {
+		return true
+	}
+	http.Error(w, "extender cache not synced yet (node and pod informers)", http.StatusServiceUnavailable)
+	return false
+}
+
+// request holds the buffers of one call; they are pooled.
+type request struct {
+	body   bytes.Buffer
+	names  []string
+	states []nodeState
+	out    []byte
+}
+
+var requests = sync.Pool{New: func() any { return new(request) }}
+
+func putRequest(rq *request) {
+	if rq.body.Cap() > 4<<20 || cap(rq.out) > 4<<20 {
+		return // do not pin the memory of an unusually large request
+	}
+	clear(rq.names[:cap(rq.names)]) // drop the views into the body
+	rq.names = rq.names[:0]
+	requests.Put(rq)
+}
+
+// readBody reads the body (up to maxBody), answering 413 or 400 itself.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request, verb string) (*request, bool) {
+	rq := requests.Get().(*request)
+	rq.body.Reset()
+	if r.ContentLength > 0 && r.ContentLength <= s.maxBody {
+		rq.body.Grow(int(r.ContentLength))
+	}
+	_, err := rq.body.ReadFrom(http.MaxBytesReader(w, r.Body, s.maxBody))
+	if err == nil {
+		return rq, true
+	}
+	putRequest(rq)
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		http.Error(w, fmt.Sprintf("%s request body is larger than %d bytes", verb, tooBig.Limit), http.StatusRequestEntityTooLarge)
+	} else {
+		http.Error(w, fmt.Sprintf("reading %s request: %v", verb, err), http.StatusBadRequest)
+	}
+	return nil, false
+}
+
+func malformed(w http.ResponseWriter, verb, what string, body []byte, err error) {
+	if len(bytes.TrimSpace(body)) == 0 {
+		http.Error(w, fmt.Sprintf("malformed %s request: empty body, expected a JSON %s", verb, what), http.StatusBadRequest)
+		return
+	}
+	var syntax *json.SyntaxError
+	if errors.As(err, &syntax) {
+		err = fmt.Errorf("%w at byte %d", err, syntax.Offset)
+	}
+	http.Error(w, fmt.Sprintf("malformed %s request: %v (expected a JSON %s)", verb, err, what), http.StatusBadRequest)
+}
+
+func writeJSON(w http.ResponseWriter, b []byte) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+// serveArgs decodes and checks a filter or prioritize request, then appends
+// the answer with respond.
+func (s *server) serveArgs(verb string, respond func(b []byte, args *wireArgs, rq *request) []byte) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.ready(w) {
+			return
+		}
+		rq, ok := s.readBody(w, r, verb)
+		if !ok {
+			return
+		}
+		defer putRequest(rq)
+		args, err := parseArgs(rq.body.Bytes(), rq.names[:0])
+		if cap(args.names) > cap(rq.names) {
+			rq.names = args.names[:0] // keep the larger slice for the next request
+		}
+		switch {
+		case err != nil:
+			malformed(w, verb, "ExtenderArgs", rq.body.Bytes(), err)
+		case args.pod == nil:
+			http.Error(w, fmt.Sprintf("malformed %s request: no Pod", verb), http.StatusBadRequest)
+		case args.nodesGiven:
+			http.Error(w, fmt.Sprintf("%s request carries Nodes but no NodeNames: configure this extender with nodeCacheCapable: true", verb), http.StatusBadRequest)
+		default:
+			rq.out = respond(rq.out[:0], &args, rq)
+			writeJSON(w, rq.out)
+		}
+	}
+}
+
+// nodeStates returns the states of names, in rq's reusable slice.
+func (s *server) nodeStates(names []string, rq *request) []nodeState {
+	if cap(rq.states) < len(names) {
+		rq.states = make([]nodeState, len(names))
+	}
+	st := rq.states[:len(names)]
+	s.cache.states(names, st)
+	return st
+}
+
+// appendFilter answers a filter call (extenderv1.ExtenderFilterResult):
+// the nodes with room for pod in input order, and for every other node
+// exactly what is short.
+func (s *server) appendFilter(b []byte, args *wireArgs, rq *request) []byte {
+	names := args.names
+	req, mismatch := s.names.PodRequest(args.pod)
+	const tail = `,"Error":""}` + "\n"
+	b = append(b, `{"Nodes":null,"NodeNames":[`...)
+	switch {
+	case len(names) == 0:
+		return append(b, `],"FailedNodes":{},"FailedAndUnresolvableNodes":null`+tail...)
+	case mismatch:
+		// No node can ever take it, and preemption cannot help either.
+		b = append(b, `],"FailedNodes":{},"FailedAndUnresolvableNodes":{`...)
+		for i, n := range names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendName(b, n, args.plain)
+			b = append(b, ':')
+			b = appendString(b, s.mismatchMsg)
+		}
+		var counts reasonCounts
+		counts[rLimitsMismatch] = len(names)
+		s.metrics.countFiltered(&counts)
+		return append(b, "}"+tail...)
+	case req.IsZero():
+		for i, n := range names {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendName(b, n, args.plain)
+		}
+		return append(b, `],"FailedNodes":{},"FailedAndUnresolvableNodes":null`+tail...)
+	}
+	states := s.nodeStates(names, rq)
+	first := true
+	for i := range states {
+		if fits(states[i], req) {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = appendName(b, names[i], args.plain)
+		}
+	}
+	b = append(b, `],"FailedNodes":{`...)
+	var counts reasonCounts
+	first = true
+	for i := range states {
+		if fits(states[i], req) {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = appendName(b, names[i], args.plain)
+		b = append(b, ':', '"')
+		var r reasonID
+		b, r = appendFailure(b, states[i], req) // plain ASCII, nothing to escape
+		b = append(b, '"')
+		counts[r]++
+	}
+	s.metrics.countFiltered(&counts)
+	return append(b, `},"FailedAndUnresolvableNodes":null`+tail...)
+}
+
+// appendPrioritize answers a prioritize call (extenderv1.HostPriorityList):
+// every node scored 0..MaxExtenderPriority by the room left after placing
+// pod, the mean of the CPU and memory fractions of the published values
+// that stay free. spread favours the most room left, binpack the least.
+// Nodes without room score 0; a pod asking no reclaimed resource (or whose
+// requests differ from its limits) scores 0 everywhere (neutral).
+func (s *server) appendPrioritize(b []byte, args *wireArgs, rq *request) []byte {
+	names := args.names
+	req, mismatch := s.names.PodRequest(args.pod)
+	var states []nodeState
+	if !mismatch && !req.IsZero() && len(names) > 0 {
+		states = s.nodeStates(names, rq)
+	}
+	b = append(b, '[')
+	for i, n := range names {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"Host":`...)
+		b = appendName(b, n, args.plain)
+		b = append(b, `,"Score":`...)
+		var sc int64
+		if states != nil {
+			sc = score(s.strategy, states[i], req)
+		}
+		b = appendInt(b, sc)
+		b = append(b, '}')
+	}
+	return append(b, ']', '\n')
+}
+
+func fits(st nodeState, req reclaimable.Request) bool {
+	return st.known && st.fresh &&
+		(req.CPUMilli <= 0 || req.CPUMilli <= st.free.CPUMilli) &&
+		(req.MemoryBytes <= 0 || req.MemoryBytes <= st.free.MemoryBytes)
+}
+
+func score(strategy string, st nodeState, req reclaimable.Request) int64 {
+	if !fits(st, req) {
+		return extenderv1.MinExtenderPriority
+	}
+	f := (fraction(st.free.CPUMilli-req.CPUMilli, st.published.CPUMilli) +
+		fraction(st.free.MemoryBytes-req.MemoryBytes, st.published.MemoryBytes)) / 2
+	sc := int64(math.Round(f * float64(extenderv1.MaxExtenderPriority)))
+	if strategy == StrategyBinpack {
+		sc = extenderv1.MaxExtenderPriority - sc
+	}
+	return sc
+}
+
+// fraction is left/published clamped to [0, 1]; 0 when nothing is published.
+func fraction(left, published int64) float64 {
+	if published <= 0 || left <= 0 {
+		return 0
+	}
+	return min(float64(left)/float64(published), 1)
+}
+
+func (s *server) serveBind(w http.ResponseWriter, r *http.Request) {
+	if !s.ready(w) {
+		return
+	}
+	rq, ok := s.readBody(w, r, "bind")
+	if !ok {
+		return
+	}
+	defer putRequest(rq)
+	var args extenderv1.ExtenderBindingArgs
+	if err := json.Unmarshal(rq.body.Bytes(), &args); err != nil {
+		malformed(w, "bind", "ExtenderBindingArgs", rq.body.Bytes(), err)
+		return
+	}
+	if args.PodName == "" || args.PodNamespace == "" || args.Node == "" {
+		http.Error(w, "malformed bind request: PodName, PodNamespace and Node are required", http.StatusBadRequest)
+		return
+	}
+	res := s.bind(r.Context(), &args)
+	rq.out = append(rq.out[:0], `{"Error":`...)
+	rq.out = appendString(rq.out, res.Error)
+	rq.out = append(rq.out, '}', '\n')
+	writeJSON(w, rq.out)
+}
+
+// bind checks room and records the assumption atomically, then creates the
+// Binding. It never returns before the outcome is accounted for.
+func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) *extenderv1.ExtenderBindingResult {
+	key := args.PodNamespace + "/" + args.PodName
+	log := logrus.WithFields(logrus.Fields{"pod": key, "node": args.Node})
+	fail := func(result, msg string) *extenderv1.ExtenderBindingResult {
+		s.metrics.binds.WithLabelValues(result).Inc()
+		log.WithField("result", result).Info("bind refused: " + msg)
+		return &extenderv1.ExtenderBindingResult{Error: msg}
+	}
+	rec, err := s.lookupPod(ctx, args)
+	if err != nil {
+		return fail(bindRejected, err.Error())
+	}
+	if rec.nodeName != "" {
+		return fail(bindRejected, fmt.Sprintf("pod %s is already bound to node %s", key, rec.nodeName))
+	}
+	if rec.mismatch {
+		return fail(bindRejected, s.mismatchMsg)
+	}
+	var a *assumption
+	if !rec.req.IsZero() {
+		a, err = s.cache.assume(rec.uid, key, args.Node, rec.req)
+		var c *conflict
+		switch {
+		case errors.As(err, &c):
+			s.metrics.conflicts.WithLabelValues(c.reason).Inc()
+			return fail(bindConflict, fmt.Sprintf("node %s has no room left for pod %s: %s", args.Node, key, c.message))
+		case err != nil:
+			return fail(bindRejected, fmt.Sprintf("pod %s: %v", key, err))
+		}
+	}
+	bctx, cancel := context.WithTimeout(ctx, bindAPITimeout)
+	err = s.client.CoreV1().Pods(args.PodNamespace).Bind(bctx, &corev1.Binding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: args.PodNamespace, Name: args.PodName, UID: rec.uid},
+		Target:     corev1.ObjectReference{Kind: "Node", Name: args.Node},
+	}, metav1.CreateOptions{})
+	cancel()
+	if a != nil {
+		s.cache.bound(a, err == nil || !definitelyNotBound(err))
+	}
+	if err != nil {
+		s.metrics.binds.WithLabelValues(bindAPIError).Inc()
+		log.WithError(err).Warn("creating the Binding failed")
+		return &extenderv1.ExtenderBindingResult{Error: fmt.Sprintf("binding pod %s to node %s: %v", key, args.Node, err)}
+	}
+	s.metrics.binds.WithLabelValues(bindSuccess).Inc()
+	log.WithFields(logrus.Fields{"cpu": rec.req.CPUMilli, "memory": rec.req.MemoryBytes}).Debug("pod bound")
+	return &extenderv1.ExtenderBindingResult{}
+}
+
+// lookupPod returns the pod's record from the informer, or from the API when
+// the informer has not seen it yet (the scheduler's own watch may be ahead of
+// ours).
+func (s *server) lookupPod(ctx context.Context, args *extenderv1.ExtenderBindingArgs) (*podRecord, error) {
+	if rec, ok := s.pods.pod(args.PodNamespace, args.PodName); ok && (args.PodUID == "" || rec.uid == args.PodUID) {
+		return rec, nil
+	}
+	p, err := s.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("getting pod %s/%s: %w", args.PodNamespace, args.PodName, err)
+	}
+	if args.PodUID != "" && p.UID != args.PodUID {
+		return nil, fmt.Errorf("pod %s/%s has UID %s, not the UID %s the scheduler asked to bind (deleted and recreated?)",
+			args.PodNamespace, args.PodName, p.UID, args.PodUID)
+	}
+	return newPodRecord(s.names, p), nil
+}
+
+// definitelyNotBound reports whether the API server certainly did not create
+// the Binding: a 4xx answer other than a timeout. Anything else (timeouts,
+// 5xx, lost connections) may have bound the pod, so its room stays assumed
+// until the informer tells or the assumption expires.
+func definitelyNotBound(err error) bool {
+	var st apierrors.APIStatus
+	if !errors.As(err, &st) {
+		return false
+	}
+	code := st.Status().Code
+	return code >= 400 && code < 500 && code != http.StatusRequestTimeout
+}
