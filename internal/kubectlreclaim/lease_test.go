@@ -1,0 +1,94 @@
+package kubectlreclaim
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/utils/ptr"
+)
+
+func publisherLease(namespace, name string, renewedAgo time.Duration) *coordinationv1.Lease {
+	return &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("publisher-1"), LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime: ptr.To(metav1.NewMicroTime(now.Add(-renewedAgo)))},
+	}
+}
+
+func TestNodesCountAsZeroWhenThePublisherLeaseExpired(t *testing.T) {
+	tests := []struct {
+		name       string
+		lease      *coordinationv1.Lease
+		args       []string
+		wantStatus string
+	}{
+		{"renewed within two lease durations", publisherLease("kube-reclaim", "kube-reclaim-publisher", 29*time.Second), nil, "Fresh"},
+		{"not renewed for two lease durations", publisherLease("kube-reclaim", "kube-reclaim-publisher", 31*time.Second), nil, "Stale: publisher-lease-expired"},
+		{"another lease name", publisherLease("ops", "pub", time.Hour),
+			[]string{"--publisher-lease-namespace", "ops", "--publisher-lease-name", "pub"}, "Stale: publisher-lease-expired"},
+		{"lease not checked", publisherLease("kube-reclaim", "kube-reclaim-publisher", time.Hour), []string{"--publisher-lease-name="}, "Fresh"},
+		{"no lease at all", nil, nil, "Fresh"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			w := fourNodes()
+			w.objects = w.objects[:1] // node-a, fresh by its write time
+			if tt.lease != nil {
+				w.objects = append(w.objects, tt.lease)
+			}
+			out, _, err := run(t, w, append([]string{"nodes"}, tt.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "   "+tt.wantStatus+"   ") {
+				t.Errorf("want status %q:\n%s", tt.wantStatus, out)
+			}
+		})
+	}
+}
+
+func TestExplainSaysThePublisherIsNotLeading(t *testing.T) {
+	w := fourNodes()
+	w.objects = append(w.objects[:1], publisherLease("kube-reclaim", "kube-reclaim-publisher", 2*time.Minute))
+	out, _, err := run(t, w, "explain", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "In effect:     cpu 0, memory 0 (stale)\n\n" +
+		"Status: Stale (publisher-lease-expired): the publisher's leader Lease kube-reclaim/kube-reclaim-publisher was not renewed " +
+		"for two lease durations (renewed 2m ago by \"publisher-1\", lease duration 15s). No publisher is leading: check the publisher's " +
+		"pods and logs. The webhook and the extender count every node as zero until a publisher renews the Lease.\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("explain lacks %q:\n%s", want, out)
+	}
+}
+
+func TestUnreadableLeaseWarnsAndDoesNotCount(t *testing.T) {
+	w := fourNodes()
+	w.objects = w.objects[:1]
+	w.leaseErr = apierrors.NewForbidden(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "kube-reclaim-publisher", nil)
+	out, errOut, err := run(t, w, "nodes", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(errOut, "Warning: reading the publisher Lease kube-reclaim/kube-reclaim-publisher: leases.coordination.k8s.io \"kube-reclaim-publisher\" is forbidden") ||
+		!strings.HasSuffix(errOut, "; not taken into account.\n") {
+		t.Errorf("stderr %q", errOut)
+	}
+	var list NodeList
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	if l := list.PublisherLease; l == nil || !l.Alive || !strings.HasPrefix(l.Detail, "not taken into account: ") {
+		t.Errorf("lease %+v", l)
+	}
+	if !list.Items[0].Fresh {
+		t.Errorf("node-a not fresh: %+v", list.Items[0])
+	}
+}

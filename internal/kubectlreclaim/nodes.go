@@ -1,0 +1,462 @@
+package kubectlreclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// Amount is a CPU and memory pair in exact units.
+type Amount struct {
+	CPUMilli    int64 `json:"cpuMilli"`
+	MemoryBytes int64 `json:"memoryBytes"`
+}
+
+func amountOf(r reclaimable.Request) Amount {
+	return Amount{CPUMilli: r.CPUMilli, MemoryBytes: r.MemoryBytes}
+}
+
+// NodeReport is one node of `kubectl reclaim nodes`.
+type NodeReport struct {
+	Name string `json:"name"`
+	// Published is what the webhook and the extender count on now: the
+	// annotation's values when it is fresh, zero otherwise.
+	Published Amount `json:"published"`
+	// Requested is the sum of the reclaimed requests of the node's
+	// non-terminal pods.
+	Requested Amount `json:"requested"`
+	// Free is Published - Requested; negative when the node is over-booked
+	// (published values went down after pods were bound).
+	Free Amount `json:"free"`
+	// ReclaimedPods is the number of non-terminal pods requesting reclaimed
+	// resources on the node.
+	ReclaimedPods int `json:"reclaimedPods"`
+	// Usage is the node usage from metrics.k8s.io; absent when unavailable.
+	Usage     *Amount    `json:"usage,omitempty"`
+	UsageTime *time.Time `json:"usageTime,omitempty"`
+	// Fresh is the staleness verdict (reclaimable.Judge) at the report time.
+	Fresh       bool   `json:"fresh"`
+	StaleReason string `json:"staleReason,omitempty"`
+	StaleDetail string `json:"staleDetail,omitempty"`
+	// Annotation is the parsed annotation, without its explanation.
+	Annotation *AnnotationReport `json:"annotation,omitempty"`
+	// Capacity and Allocatable are the reclaimed resources in the node's status.
+	Capacity    Amount `json:"capacity"`
+	Allocatable Amount `json:"allocatable"`
+}
+
+// AnnotationReport is the node annotation as kubectl reclaim shows it.
+type AnnotationReport struct {
+	Amount
+	Policy string `json:"policy"`
+	Pool   string `json:"pool,omitempty"`
+	// MetricsTime is absent when no usage sample was used (request policy).
+	MetricsTime *time.Time `json:"metricsTime,omitempty"`
+	WriteTime   time.Time  `json:"writeTime"`
+	ZeroReason  string     `json:"zeroReason,omitempty"`
+}
+
+// NodeList is the json/yaml document of `kubectl reclaim nodes`.
+type NodeList struct {
+	// Time is the instant staleness was judged at.
+	Time       time.Time `json:"time"`
+	StaleAfter string    `json:"staleAfter"`
+	// UsageAvailable is false when metrics.k8s.io could not be read;
+	// UsageError says why.
+	UsageAvailable bool   `json:"usageAvailable"`
+	UsageError     string `json:"usageError,omitempty"`
+	// PublisherLease is the publisher's leader Lease, when checked.
+	PublisherLease *LeaseReport `json:"publisherLease,omitempty"`
+	Items          []NodeReport `json:"items"`
+}
+
+// nodeUsage is one NodeMetrics.
+type nodeUsage struct {
+	Amount
+	Time time.Time
+}
+
+// buildNodeReport computes one node's row from the node, the reclaimed
+// requests of its pods and its usage (nil when unknown).
+func buildNodeReport(node *corev1.Node, names reclaimable.Names, requested reclaimable.Request, pods int,
+	usage *nodeUsage, now time.Time, staleAfter time.Duration, lease *LeaseReport) NodeReport {
+	value, present := node.Annotations[names.Annotation]
+	f := judge(value, present, now, staleAfter, lease)
+	r := NodeReport{
+		Name:          node.Name,
+		Published:     amountOf(f.Values),
+		Requested:     amountOf(requested),
+		ReclaimedPods: pods,
+		Fresh:         f.Fresh,
+		StaleReason:   f.Reason,
+		StaleDetail:   f.Detail,
+		Capacity:      statusAmount(node.Status.Capacity, names),
+		Allocatable:   statusAmount(node.Status.Allocatable, names),
+	}
+	r.Free = Amount{CPUMilli: r.Published.CPUMilli - r.Requested.CPUMilli, MemoryBytes: r.Published.MemoryBytes - r.Requested.MemoryBytes}
+	if a := f.Annotation; a != nil {
+		r.Annotation = &AnnotationReport{Amount: Amount{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes},
+			Policy: a.Policy, Pool: a.Pool, WriteTime: a.WriteTime, ZeroReason: a.ZeroReason}
+		if !a.MetricsTime.IsZero() {
+			t := a.MetricsTime
+			r.Annotation.MetricsTime = &t
+		}
+	}
+	if usage != nil {
+		u, t := usage.Amount, usage.Time
+		r.Usage, r.UsageTime = &u, &t
+	}
+	return r
+}
+
+func statusAmount(l corev1.ResourceList, names reclaimable.Names) Amount {
+	return Amount{CPUMilli: quantity(l, names.CPU), MemoryBytes: quantity(l, names.Memory)}
+}
+
+func quantity(l corev1.ResourceList, name corev1.ResourceName) int64 {
+	if q, ok := l[name]; ok {
+		return q.Value()
+	}
+	return 0
+}
+
+// status is the STATUS cell: Fresh, Zero: <why the publisher published
+// zero>, or Stale: <why the value is not trusted>.
+func (r *NodeReport) status() string {
+	switch {
+	case !r.Fresh:
+		return "Stale: " + r.StaleReason
+	case r.Annotation != nil && r.Annotation.ZeroReason != "":
+		return "Zero: " + r.Annotation.ZeroReason
+	}
+	return "Fresh"
+}
+
+func (r *NodeReport) policy() string {
+	switch {
+	case r.Annotation == nil:
+		return "<none>"
+	case r.Annotation.Pool != "":
+		return r.Annotation.Policy + " (pool " + r.Annotation.Pool + ")"
+	}
+	return r.Annotation.Policy
+}
+
+// Sort keys of --sort-by. name sorts ascending; every other key sorts
+// largest first (like kubectl top), ties by name, rows without the value last.
+var nodeSortKeys = map[string]func(*NodeReport) (int64, bool){
+	"published-cpu":    func(r *NodeReport) (int64, bool) { return r.Published.CPUMilli, true },
+	"published-memory": func(r *NodeReport) (int64, bool) { return r.Published.MemoryBytes, true },
+	"requested-cpu":    func(r *NodeReport) (int64, bool) { return r.Requested.CPUMilli, true },
+	"requested-memory": func(r *NodeReport) (int64, bool) { return r.Requested.MemoryBytes, true },
+	"free-cpu":         func(r *NodeReport) (int64, bool) { return r.Free.CPUMilli, true },
+	"free-memory":      func(r *NodeReport) (int64, bool) { return r.Free.MemoryBytes, true },
+	"pods":             func(r *NodeReport) (int64, bool) { return int64(r.ReclaimedPods), true },
+	"usage-cpu": func(r *NodeReport) (int64, bool) {
+		if r.Usage == nil {
+			return 0, false
+		}
+		return r.Usage.CPUMilli, true
+	},
+	"usage-memory": func(r *NodeReport) (int64, bool) {
+		if r.Usage == nil {
+			return 0, false
+		}
+		return r.Usage.MemoryBytes, true
+	},
+	// age: oldest annotation first.
+	"age": func(r *NodeReport) (int64, bool) {
+		if r.Annotation == nil {
+			return 0, false
+		}
+		return -r.Annotation.WriteTime.UnixNano(), true
+	},
+}
+
+func sortKeyNames() []string {
+	keys := []string{"name"}
+	for k := range nodeSortKeys {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys[1:])
+	return keys
+}
+
+// sortNodes orders rows by key (see nodeSortKeys); "" means name.
+func sortNodes(rows []NodeReport, key string) error {
+	byName := func(a, b *NodeReport) int { return strings.Compare(a.Name, b.Name) }
+	if key == "" || key == "name" {
+		slices.SortStableFunc(rows, func(a, b NodeReport) int { return byName(&a, &b) })
+		return nil
+	}
+	get, ok := nodeSortKeys[key]
+	if !ok {
+		return fmt.Errorf("--sort-by: %q is not one of %s", key, strings.Join(sortKeyNames(), ", "))
+	}
+	slices.SortStableFunc(rows, func(a, b NodeReport) int {
+		va, oka := get(&a)
+		vb, okb := get(&b)
+		switch {
+		case oka != okb:
+			if oka {
+				return -1
+			}
+			return 1
+		case va > vb:
+			return -1
+		case va < vb:
+			return 1
+		}
+		return byName(&a, &b)
+	})
+	return nil
+}
+
+// printNodesTable writes the human table; wide adds the annotated values,
+// the reclaimed resources in status.capacity and status.allocatable, and the
+// age of the usage sample the values were computed from and of the current
+// metrics.k8s.io sample.
+func printNodesTable(out io.Writer, list *NodeList, wide bool) error {
+	w := tabwriter.NewWriter(out, 6, 4, 3, ' ', 0)
+	header := []string{"NAME", "PUBLISHED", "REQUESTED", "FREE", "USAGE", "PODS", "POLICY", "STATUS", "AGE"}
+	if wide {
+		header = append(header, "ANNOTATED", "CAPACITY", "ALLOCATABLE", "METRICS-AGE", "USAGE-AGE")
+	}
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for i := range list.Items {
+		r := &list.Items[i]
+		usage, usageAge := "-", "-"
+		if r.Usage != nil {
+			usage = pair(*r.Usage)
+			usageAge = age(list.Time, *r.UsageTime)
+		}
+		writeAge, annotated, metricsAge := "<none>", "<none>", "<none>"
+		if a := r.Annotation; a != nil {
+			writeAge = age(list.Time, a.WriteTime)
+			annotated = pair(a.Amount)
+			if a.MetricsTime != nil {
+				metricsAge = age(list.Time, *a.MetricsTime)
+			}
+		}
+		row := []string{r.Name, pair(r.Published), pair(r.Requested), pair(r.Free), usage,
+			fmt.Sprint(r.ReclaimedPods), r.policy(), r.status(), writeAge}
+		if wide {
+			row = append(row, annotated, pair(r.Capacity), pair(r.Allocatable), metricsAge, usageAge)
+		}
+		fmt.Fprintln(w, strings.Join(row, "\t"))
+	}
+	return w.Flush()
+}
+
+// NodesOptions are the flags of `kubectl reclaim nodes`.
+type NodesOptions struct {
+	*Options
+	freshnessFlags
+	Output   string
+	SortBy   string
+	Selector string
+	// NodeNames are the positional arguments; every node when empty.
+	NodeNames []string
+}
+
+func newNodesCommand(o *Options) *cobra.Command {
+	n := &NodesOptions{Options: o, freshnessFlags: defaultFreshness()}
+	cmd := &cobra.Command{
+		Use:   "nodes [NAME...]",
+		Short: "Published, requested and free reclaimed CPU/memory of every node",
+		Long: `Shows, per node, the reclaimed CPU/memory the publisher publishes (zero when the
+annotation is stale, with the reason in STATUS), the reclaimed requests of the
+pods on the node, what is left free (negative when the node is over-booked),
+the node usage from metrics.k8s.io ("-" when that API is unavailable), the
+policy and pool, and the age of the annotation.
+
+STATUS is Fresh, "Zero: <reason>" when the publisher published zero on purpose
+(metrics-stale, no-samples, invalid-settings), or "Stale: <reason>" when the
+webhook and the extender count the node as zero (annotation-missing,
+annotation-malformed, annotation-too-old, annotation-from-future, and
+publisher-lease-expired when the publisher's leader Lease was not renewed for
+two lease durations).`,
+		Example: `  kubectl reclaim nodes
+  kubectl reclaim nodes -l node-pool=batch --sort-by free-cpu
+  kubectl reclaim nodes -o wide
+  kubectl reclaim nodes node-1 -o json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n.NodeNames = args
+			if err := n.Validate(); err != nil {
+				return err
+			}
+			return n.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVarP(&n.Output, "output", "o", n.Output, "Output format: wide, json or yaml; the table when empty.")
+	fs.StringVar(&n.SortBy, "sort-by", n.SortBy, "Sort the rows by one of: "+strings.Join(sortKeyNames(), ", ")+
+		". Values sort largest first, name and ties alphabetically.")
+	fs.StringVarP(&n.Selector, "selector", "l", n.Selector, "Label selector of the nodes (like kubectl get -l), e.g. -l 'pool=batch,!gpu'.")
+	n.addFlags(fs)
+	return cmd
+}
+
+// Validate reports every invalid flag at once.
+func (n *NodesOptions) Validate() error {
+	var errs []error
+	if _, err := n.names(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateOutput(n.Output, outputTable, outputWide, outputJSON, outputYAML); err != nil {
+		errs = append(errs, err)
+	}
+	if n.SortBy != "" && n.SortBy != "name" && nodeSortKeys[n.SortBy] == nil {
+		errs = append(errs, fmt.Errorf("--sort-by: %q is not one of %s", n.SortBy, strings.Join(sortKeyNames(), ", ")))
+	}
+	if _, err := labels.Parse(n.Selector); err != nil {
+		errs = append(errs, fmt.Errorf("--selector: %w", err))
+	}
+	if n.Selector != "" && len(n.NodeNames) > 0 {
+		errs = append(errs, errors.New("node names and --selector cannot be used together"))
+	}
+	errs = append(errs, n.validate()...)
+	return errors.Join(errs...)
+}
+
+// Run collects and prints the report.
+func (n *NodesOptions) Run(ctx context.Context) error {
+	names, _ := n.names()
+	c, err := n.NewClients()
+	if err != nil {
+		return err
+	}
+	now := n.Now()
+	lease, err := n.leaderLease(ctx, c.Kube, now)
+	if err != nil {
+		fmt.Fprintf(n.Streams.ErrOut, "Warning: %v; not taken into account.\n", err)
+	}
+	list, err := collectNodes(ctx, c, names, n.NodeNames, n.Selector, now, n.StaleAfter, lease)
+	if err != nil {
+		return err
+	}
+	if err := sortNodes(list.Items, n.SortBy); err != nil {
+		return err
+	}
+	switch n.Output {
+	case outputJSON, outputYAML:
+		return printObject(n.Streams.Out, list, n.Output)
+	}
+	if len(list.Items) == 0 {
+		fmt.Fprintln(n.Streams.ErrOut, "No nodes found.")
+		return nil
+	}
+	if !list.UsageAvailable {
+		fmt.Fprintf(n.Streams.ErrOut, "Warning: node usage unavailable (%s); USAGE shows \"-\".\n", list.UsageError)
+	}
+	return printNodesTable(n.Streams.Out, list, n.Output == outputWide)
+}
+
+// collectNodes reads the nodes, the pods and the node metrics.
+func collectNodes(ctx context.Context, c Clients, names reclaimable.Names, nodeNames []string, selector string,
+	now time.Time, staleAfter time.Duration, lease *LeaseReport) (*NodeList, error) {
+	var nodes []corev1.Node
+	if len(nodeNames) > 0 {
+		for _, name := range nodeNames {
+			node, err := c.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return nil, err
+			}
+			nodes = append(nodes, *node)
+		}
+	} else {
+		list, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return nil, fmt.Errorf("listing nodes: %w", err)
+		}
+		nodes = list.Items
+	}
+
+	want := make(map[string]bool, len(nodes))
+	for i := range nodes {
+		want[nodes[i].Name] = true
+	}
+	podSelector := fields.AndSelectors(
+		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
+		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
+	if len(nodes) == 1 {
+		podSelector = fields.AndSelectors(podSelector, fields.OneTermEqualSelector("spec.nodeName", nodes[0].Name))
+	}
+	requested := map[string]reclaimable.Request{}
+	count := map[string]int{}
+	if len(nodes) > 0 {
+		pods, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: podSelector.String()})
+		if err != nil {
+			return nil, fmt.Errorf("listing pods: %w", err)
+		}
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			if !want[p.Spec.NodeName] || isTerminal(p) {
+				continue
+			}
+			if r, _ := names.PodRequest(p); !r.IsZero() {
+				requested[p.Spec.NodeName] = requested[p.Spec.NodeName].Add(r)
+				count[p.Spec.NodeName]++
+			}
+		}
+	}
+
+	list := &NodeList{Time: now, StaleAfter: staleAfter.String(), PublisherLease: lease, Items: make([]NodeReport, 0, len(nodes))}
+	usage, err := nodeUsages(ctx, c, selector)
+	if err != nil {
+		list.UsageError = err.Error()
+	} else {
+		list.UsageAvailable = true
+	}
+	for i := range nodes {
+		name := nodes[i].Name
+		var u *nodeUsage
+		if m, ok := usage[name]; ok {
+			u = &m
+		}
+		list.Items = append(list.Items, buildNodeReport(&nodes[i], names, requested[name], count[name], u, now, staleAfter, lease))
+	}
+	return list, nil
+}
+
+func isTerminal(p *corev1.Pod) bool {
+	return p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
+}
+
+// nodeUsages reads NodeMetrics; an error means the metrics API is not
+// usable, which callers report but never fail on.
+func nodeUsages(ctx context.Context, c Clients, selector string) (map[string]nodeUsage, error) {
+	if c.Metrics == nil {
+		return nil, errors.New("no metrics.k8s.io client")
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	// A List, even for named nodes: a Get of a node without metrics yet
+	// would look like an unavailable API.
+	list, err := c.Metrics.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("metrics.k8s.io: %w", err)
+	}
+	out := make(map[string]nodeUsage, len(list.Items))
+	for i := range list.Items {
+		m := &list.Items[i]
+		out[m.Name] = nodeUsage{
+			Amount: Amount{CPUMilli: m.Usage.Cpu().MilliValue(), MemoryBytes: m.Usage.Memory().Value()},
+			Time:   m.Timestamp.Time,
+		}
+	}
+	return out, nil
+}

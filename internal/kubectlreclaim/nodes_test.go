@@ -1,0 +1,306 @@
+package kubectlreclaim
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
+	"github.com/kube-reclaim/kube-reclaim/policy"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// fourNodes is a cluster with one node of each kind:
+//   - node-a: fresh (written 30s ago), 4900m / 17824114278 bytes, usage
+//     policy in pool batch, one running reclaimed pod of 1 core / 1Gi (plus a
+//     finished one and a regular pod, which do not count), usage 5200m / 20Gi;
+//   - node-b: written 25m ago (stale), 4 cores / 8Gi by the request policy,
+//     one running reclaimed pod of 500m / 512Mi: free is negative;
+//   - node-c: no annotation;
+//   - node-d: fresh, zero on purpose because metrics were stale.
+func fourNodes() world {
+	a := annotated("node-a", reclaimable.Annotation{CPUMilli: 4900, MemoryBytes: 17824114278, Policy: "usage", Pool: "batch",
+		MetricsTime: now.Add(-45 * time.Second), WriteTime: now.Add(-30 * time.Second), Explanation: usageExplanation()},
+		reclaimable.Request{CPUMilli: 4900, MemoryBytes: 17824114278})
+	a.Labels["pool"] = "batch"
+	b := annotated("node-b", reclaimable.Annotation{CPUMilli: 4000, MemoryBytes: 8 * gib, Policy: "request",
+		WriteTime: now.Add(-25 * time.Minute), Explanation: requestExplanation()},
+		reclaimable.Request{CPUMilli: 4000, MemoryBytes: 8 * gib})
+	c := bareNode("node-c")
+	d := annotated("node-d", reclaimable.Annotation{Policy: "usage", ZeroReason: policy.ZeroReasonStale,
+		MetricsTime: now.Add(-4 * time.Minute), WriteTime: now.Add(-time.Minute), Explanation: staleMetricsExplanation()},
+		reclaimable.Request{})
+	return world{
+		objects: []runtime.Object{a, b, c, d,
+			pod("batch", "train-1", "node-a", "1000", "1Gi", corev1.PodRunning),
+			pod("batch", "done", "node-a", "2000", "2Gi", corev1.PodSucceeded),
+			pod("default", "web", "node-a", "", "", corev1.PodRunning),
+			pod("batch", "train-2", "node-b", "500", "512Mi", corev1.PodRunning),
+			pod("batch", "waiting", "", "8000", "8Gi", corev1.PodPending),
+		},
+		metrics: []metricsv1beta1.NodeMetrics{nodeMetrics("node-a", "5200m", "20Gi", 10*time.Second)},
+	}
+}
+
+// requestExplanation is what the request policy writes for 16 cores / 64Gi
+// with 12 cores / 56Gi requested by regular pods.
+func requestExplanation() *policy.Explanation {
+	terms := func(alloc, requested int64) []policy.Term {
+		return []policy.Term{
+			{Name: policy.TermAllocatable, Op: policy.OpBase, Value: alloc},
+			{Name: policy.TermRegularRequests, Op: policy.OpSubtract, Value: requested, Note: "requests of 7 regular pods"},
+			{Name: policy.TermFloor, Op: policy.OpFloor, Value: 0},
+			{Name: policy.TermCap, Op: policy.OpCap, Value: alloc, Note: "100% of allocatable at most"},
+			{Name: policy.TermMinimum, Op: policy.OpMinimum, Value: 0},
+		}
+	}
+	return &policy.Explanation{
+		CPU:    policy.ResourceExplanation{Result: 4000, Terms: terms(16000, 12000)},
+		Memory: policy.ResourceExplanation{Result: 8 * gib, Terms: terms(64*gib, 56*gib)},
+	}
+}
+
+func staleMetricsExplanation() *policy.Explanation {
+	t := []policy.Term{{Name: policy.TermMetricsStale, Op: policy.OpBase, Value: 0, Note: "newest node sample is 4m0s old (stale after 2m0s)"}}
+	return &policy.Explanation{CPU: policy.ResourceExplanation{Terms: t}, Memory: policy.ResourceExplanation{Terms: t}}
+}
+
+func TestNodesTableShowsPublishedRequestedFreeUsagePolicyStatusAndAge(t *testing.T) {
+	out, errOut, err := run(t, fourNodes(), "nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"NAME     PUBLISHED      REQUESTED    FREE           USAGE        PODS   POLICY               STATUS                      AGE\n" +
+		"node-a   4900m/16.6Gi   1/1Gi        3900m/15.6Gi   5200m/20Gi   1      usage (pool batch)   Fresh                       30s\n" +
+		"node-b   0/0            500m/512Mi   -500m/-512Mi   -            1      request              Stale: annotation-too-old   25m\n" +
+		"node-c   0/0            0/0          0/0            -            0      <none>               Stale: annotation-missing   <none>\n" +
+		"node-d   0/0            0/0          0/0            -            0      usage                Zero: metrics-stale         60s\n"
+	if out != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out, want)
+	}
+	if errOut != "" {
+		t.Errorf("unexpected stderr %q", errOut)
+	}
+}
+
+func TestNodesWideAddsAnnotatedStatusValuesAndSampleAges(t *testing.T) {
+	w := fourNodes()
+	w.objects = w.objects[:2] // node-a and node-b
+	out, _, err := run(t, w, "nodes", "-o", "wide")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"NAME     PUBLISHED      REQUESTED   FREE           USAGE        PODS   POLICY               STATUS                      AGE   ANNOTATED      CAPACITY       ALLOCATABLE    METRICS-AGE   USAGE-AGE\n" +
+		"node-a   4900m/16.6Gi   0/0         4900m/16.6Gi   5200m/20Gi   0      usage (pool batch)   Fresh                       30s   4900m/16.6Gi   4900m/16.6Gi   4900m/16.6Gi   45s           10s\n" +
+		"node-b   0/0            0/0         0/0            -            0      request              Stale: annotation-too-old   25m   4/8Gi          4/8Gi          4/8Gi          <none>        -\n"
+	if out != want {
+		t.Errorf("wide table:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestNodesSortBy(t *testing.T) {
+	w := fourNodes()
+	// node-b gets usage too, below node-a's.
+	w.metrics = append(w.metrics, nodeMetrics("node-b", "1", "30Gi", 5*time.Second))
+	tests := []struct {
+		sortBy string
+		want   []string
+	}{
+		{"", []string{"node-a", "node-b", "node-c", "node-d"}},
+		{"name", []string{"node-a", "node-b", "node-c", "node-d"}},
+		{"published-cpu", []string{"node-a", "node-b", "node-c", "node-d"}},
+		// Largest first; negative free last; ties by name.
+		{"free-cpu", []string{"node-a", "node-c", "node-d", "node-b"}},
+		{"free-memory", []string{"node-a", "node-c", "node-d", "node-b"}},
+		{"requested-cpu", []string{"node-a", "node-b", "node-c", "node-d"}},
+		{"requested-memory", []string{"node-a", "node-b", "node-c", "node-d"}},
+		// Nodes without usage go last.
+		{"usage-cpu", []string{"node-a", "node-b", "node-c", "node-d"}},
+		{"usage-memory", []string{"node-b", "node-a", "node-c", "node-d"}},
+		// Oldest annotation first, nodes without one last.
+		{"age", []string{"node-b", "node-d", "node-a", "node-c"}},
+	}
+	for _, tt := range tests {
+		t.Run("sort by "+tt.sortBy, func(t *testing.T) {
+			out, _, err := run(t, w, "nodes", "--sort-by", tt.sortBy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := firstColumn(out); strings.Join(got, " ") != strings.Join(tt.want, " ") {
+				t.Errorf("order %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func firstColumn(table string) []string {
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(table), "\n")[1:] {
+		names = append(names, strings.Fields(line)[0])
+	}
+	return names
+}
+
+func TestNodesJSONCarriesExactIntegers(t *testing.T) {
+	out, _, err := run(t, fourNodes(), "nodes", "-o", "json", "--sort-by", "free-memory")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list NodeList
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if !list.UsageAvailable || list.StaleAfter != "10m0s" || !list.Time.Equal(now) {
+		t.Errorf("header: usageAvailable=%v staleAfter=%q time=%s", list.UsageAvailable, list.StaleAfter, list.Time)
+	}
+	if len(list.Items) != 4 || list.Items[0].Name != "node-a" || list.Items[3].Name != "node-b" {
+		t.Fatalf("items not sorted by free memory: %+v", list.Items)
+	}
+	a, b := list.Items[0], list.Items[3]
+	if a.Published != (Amount{4900, 17824114278}) || a.Requested != (Amount{1000, 1 << 30}) || a.Free != (Amount{3900, 16750372454}) {
+		t.Errorf("node-a published %+v requested %+v free %+v", a.Published, a.Requested, a.Free)
+	}
+	if a.Usage == nil || *a.Usage != (Amount{5200, 20 << 30}) || a.ReclaimedPods != 1 {
+		t.Errorf("node-a usage %+v pods %d", a.Usage, a.ReclaimedPods)
+	}
+	if a.Annotation == nil || a.Annotation.Policy != "usage" || a.Annotation.Pool != "batch" || !a.Annotation.WriteTime.Equal(now.Add(-30*time.Second)) {
+		t.Errorf("node-a annotation %+v", a.Annotation)
+	}
+	if b.Fresh || b.StaleReason != reclaimable.ReasonWriteTooOld || b.StaleDetail != "annotation written 25m0s ago (stale after 10m0s)" {
+		t.Errorf("node-b verdict fresh=%v reason=%q detail=%q", b.Fresh, b.StaleReason, b.StaleDetail)
+	}
+	if b.Published != (Amount{}) || b.Free != (Amount{-500, -512 << 20}) || b.Annotation.Amount != (Amount{4000, 8 << 30}) || b.Capacity != (Amount{4000, 8 << 30}) {
+		t.Errorf("node-b published %+v free %+v annotated %+v capacity %+v", b.Published, b.Free, b.Annotation.Amount, b.Capacity)
+	}
+	if b.Usage != nil || b.Annotation.MetricsTime != nil {
+		t.Errorf("node-b has usage %+v or metrics time %v", b.Usage, b.Annotation.MetricsTime)
+	}
+	if strings.Contains(out, "explanation") {
+		t.Errorf("nodes -o json carries the explanation; that is explain's job:\n%s", out)
+	}
+}
+
+func TestNodesYAMLForOneNamedNode(t *testing.T) {
+	out, _, err := run(t, fourNodes(), "nodes", "node-b", "-o", "yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"- allocatable:\n    cpuMilli: 4000\n    memoryBytes: 8589934592\n", "  free:\n    cpuMilli: -500\n    memoryBytes: -536870912\n",
+		"  staleReason: annotation-too-old\n", "usageAvailable: true\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("yaml lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "node-a") {
+		t.Errorf("yaml shows other nodes:\n%s", out)
+	}
+}
+
+func TestNodesWithoutMetricsAPIShowDashAndWarnButSucceed(t *testing.T) {
+	w := fourNodes()
+	w.objects = w.objects[:1]
+	w.metricsDown = true
+	out, errOut, err := run(t, w, "nodes")
+	if err != nil {
+		t.Fatalf("nodes failed because the metrics API is down: %v", err)
+	}
+	want := "" +
+		"NAME     PUBLISHED      REQUESTED   FREE           USAGE   PODS   POLICY               STATUS   AGE\n" +
+		"node-a   4900m/16.6Gi   0/0         4900m/16.6Gi   -       0      usage (pool batch)   Fresh    30s\n"
+	if out != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out, want)
+	}
+	if wantErr := "Warning: node usage unavailable (metrics.k8s.io: the server is currently unable to handle the request); USAGE shows \"-\".\n"; errOut != wantErr {
+		t.Errorf("stderr %q, want %q", errOut, wantErr)
+	}
+
+	out, _, err = run(t, w, "nodes", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list NodeList
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.UsageAvailable || list.UsageError == "" {
+		t.Errorf("usageAvailable=%v usageError=%q", list.UsageAvailable, list.UsageError)
+	}
+}
+
+func TestNodesSelectorFiltersByLabel(t *testing.T) {
+	out, _, err := run(t, fourNodes(), "nodes", "-l", "pool=batch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := firstColumn(out); strings.Join(got, " ") != "node-a" {
+		t.Errorf("nodes %v, want [node-a]", got)
+	}
+}
+
+func TestNodesStaleAfterDecidesWhatCounts(t *testing.T) {
+	out, _, err := run(t, fourNodes(), "nodes", "node-b", "--stale-after", "30m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"NAME     PUBLISHED   REQUESTED    FREE          USAGE   PODS   POLICY    STATUS   AGE\n" +
+		"node-b   4/8Gi       500m/512Mi   3500m/7.5Gi   -       1      request   Fresh    25m\n"
+	if out != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestNodesResourceDomainSelectsOtherNames(t *testing.T) {
+	other := reclaimable.MustNames("example.com")
+	n := bareNode("node-x")
+	v, _ := reclaimable.Annotation{CPUMilli: 1500, MemoryBytes: 2 * gib, Policy: "request", WriteTime: now.Add(-time.Minute)}.Marshal()
+	n.Annotations[other.Annotation] = v
+	p := pod("batch", "p", "node-x", "", "", corev1.PodRunning)
+	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{other.CPU: mustQuantity("500"), other.Memory: mustQuantity("1Gi")}
+	p.Spec.Containers[0].Resources.Limits = p.Spec.Containers[0].Resources.Requests
+	w := world{objects: []runtime.Object{n, p}}
+
+	out, _, err := run(t, w, "nodes", "--resource-domain", "example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"NAME     PUBLISHED   REQUESTED   FREE    USAGE   PODS   POLICY    STATUS   AGE\n" +
+		"node-x   1500m/2Gi   500m/1Gi    1/1Gi   -       1      request   Fresh    60s\n"
+	if out != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out, want)
+	}
+	out, _, err = run(t, w, "nodes")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "Stale: annotation-missing") {
+		t.Errorf("the default domain sees the example.com annotation:\n%s", out)
+	}
+}
+
+func TestNodesInvalidFlagsAreReportedAtOnce(t *testing.T) {
+	_, _, err := run(t, fourNodes(), "nodes", "-o", "xml", "--sort-by", "color", "--stale-after", "0s", "-l", "a in (", "--resource-domain", "Not_A_Domain", "--publisher-lease-name", "Bad_Lease")
+	if err == nil {
+		t.Fatal("no error")
+	}
+	for _, want := range []string{`--output: "xml" is not one of wide, json, yaml`, `--sort-by: "color" is not one of name, age, free-cpu`,
+		"--stale-after: 0s must be positive", "--selector:", `--resource-domain: resource domain "Not_A_Domain"`, `--publisher-lease-name "Bad_Lease"`} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestNodesUnknownNodeFails(t *testing.T) {
+	_, _, err := run(t, fourNodes(), "nodes", "node-z")
+	if err == nil || !strings.Contains(err.Error(), `"node-z" not found`) {
+		t.Errorf("error %v, want node-z not found", err)
+	}
+}

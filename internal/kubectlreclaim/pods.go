@@ -1,0 +1,281 @@
+package kubectlreclaim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// PodReport is one pod of `kubectl reclaim pods`.
+type PodReport struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// Node is empty while the pod is not bound.
+	Node  string `json:"node,omitempty"`
+	Phase string `json:"phase"`
+	// Requested is the pod's effective reclaimed request (reclaimable.Names.PodRequest).
+	Requested Amount `json:"requested"`
+	// LimitsMismatch is true when a container's reclaimed request differs from
+	// its limit: such a pod cannot use reclaimed capacity.
+	LimitsMismatch bool `json:"limitsMismatch,omitempty"`
+	// Waiting says why an unbound pod waits: the last FailedScheduling event,
+	// else the PodScheduled condition.
+	Waiting string    `json:"waiting,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// PodList is the json/yaml document of `kubectl reclaim pods`.
+type PodList struct {
+	Items []PodReport `json:"items"`
+}
+
+// buildPodReport computes one pod's row; event is the pod's last
+// FailedScheduling event, nil when none.
+func buildPodReport(pod *corev1.Pod, names reclaimable.Names, event *corev1.Event) PodReport {
+	req, mismatch := names.PodRequest(pod)
+	r := PodReport{
+		Namespace:      pod.Namespace,
+		Name:           pod.Name,
+		Node:           pod.Spec.NodeName,
+		Phase:          string(pod.Status.Phase),
+		Requested:      amountOf(req),
+		LimitsMismatch: mismatch,
+		Created:        pod.CreationTimestamp.Time,
+	}
+	if r.Phase == "" {
+		r.Phase = string(corev1.PodPending)
+	}
+	if pod.DeletionTimestamp != nil {
+		r.Phase = "Terminating"
+	}
+	if r.Node == "" && !isTerminal(pod) {
+		r.Waiting = waitingReason(pod, event)
+	}
+	return r
+}
+
+func waitingReason(pod *corev1.Pod, event *corev1.Event) string {
+	if event != nil && event.Message != "" {
+		return event.Message
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Message != "" {
+			return c.Message
+		}
+	}
+	scheduler := pod.Spec.SchedulerName
+	if scheduler == "" {
+		scheduler = corev1.DefaultSchedulerName
+	}
+	return fmt.Sprintf("no scheduling attempt recorded yet; is the scheduler %q running?", scheduler)
+}
+
+// eventTime is the last time an event was observed.
+func eventTime(e *corev1.Event) time.Time {
+	t := e.LastTimestamp.Time
+	for _, c := range []time.Time{e.EventTime.Time, e.FirstTimestamp.Time} {
+		if c.After(t) {
+			t = c
+		}
+	}
+	if e.Series != nil && e.Series.LastObservedTime.After(t) {
+		t = e.Series.LastObservedTime.Time
+	}
+	return t
+}
+
+// lastEvents keeps the newest FailedScheduling event per involved pod UID.
+func lastEvents(events []corev1.Event) map[types.UID]*corev1.Event {
+	out := map[types.UID]*corev1.Event{}
+	for i := range events {
+		e := &events[i]
+		if e.Reason != "FailedScheduling" || e.InvolvedObject.Kind != "Pod" {
+			continue
+		}
+		if prev, ok := out[e.InvolvedObject.UID]; !ok || eventTime(e).After(eventTime(prev)) {
+			out[e.InvolvedObject.UID] = e
+		}
+	}
+	return out
+}
+
+func printPodsTable(out io.Writer, list *PodList, withNamespace bool, now time.Time) error {
+	w := tabwriter.NewWriter(out, 6, 4, 3, ' ', 0)
+	header := []string{"NAME", "NODE", "CPU", "MEMORY", "PHASE", "AGE", "MESSAGE"}
+	if withNamespace {
+		header = append([]string{"NAMESPACE"}, header...)
+	}
+	fmt.Fprintln(w, strings.Join(header, "\t"))
+	for i := range list.Items {
+		p := &list.Items[i]
+		node := p.Node
+		if node == "" {
+			node = "<none>"
+		}
+		msg := p.Waiting
+		if p.LimitsMismatch {
+			msg = join("reclaimed requests differ from limits: the pod cannot use reclaimed capacity", msg)
+		}
+		row := []string{p.Name, node, FormatCPU(p.Requested.CPUMilli), FormatMemory(p.Requested.MemoryBytes), p.Phase,
+			age(now, p.Created), oneLine(msg)}
+		if withNamespace {
+			row = append([]string{p.Namespace}, row...)
+		}
+		fmt.Fprintln(w, strings.Join(row, "\t"))
+	}
+	return w.Flush()
+}
+
+func join(a, b string) string {
+	if b == "" {
+		return a
+	}
+	return a + "; " + b
+}
+
+// oneLine keeps a table row on one line (scheduler messages may hold newlines
+// and tabs).
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+// PodsOptions are the flags of `kubectl reclaim pods`.
+type PodsOptions struct {
+	*Options
+	Output        string
+	Selector      string
+	AllNamespaces bool
+}
+
+func newPodsCommand(o *Options) *cobra.Command {
+	p := &PodsOptions{Options: o}
+	cmd := &cobra.Command{
+		Use:   "pods",
+		Short: "The pods using reclaimed resources, where they run or why they wait",
+		Long: `Lists the pods that request the reclaimed resources, with their node (or, for a
+pod not yet bound, the last FailedScheduling message), their reclaimed CPU and
+memory requests, and their phase. The namespace comes from -n or the current
+context; -A lists every namespace.`,
+		Example: `  kubectl reclaim pods -A
+  kubectl reclaim pods -n batch -l app=train -o yaml`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := p.Validate(); err != nil {
+				return err
+			}
+			return p.Run(cmd.Context())
+		},
+	}
+	fs := cmd.Flags()
+	fs.StringVarP(&p.Output, "output", "o", p.Output, "Output format: json or yaml; the table when empty.")
+	fs.StringVarP(&p.Selector, "selector", "l", p.Selector, "Label selector of the pods, e.g. -l app=train.")
+	fs.BoolVarP(&p.AllNamespaces, "all-namespaces", "A", p.AllNamespaces, "List the pods of every namespace.")
+	return cmd
+}
+
+// Validate reports every invalid flag at once.
+func (p *PodsOptions) Validate() error {
+	var errs []error
+	if _, err := p.names(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateOutput(p.Output, outputTable, outputJSON, outputYAML); err != nil {
+		errs = append(errs, err)
+	}
+	if _, err := labels.Parse(p.Selector); err != nil {
+		errs = append(errs, fmt.Errorf("--selector: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+func (p *PodsOptions) namespace() (string, error) {
+	if p.AllNamespaces {
+		return metav1.NamespaceAll, nil
+	}
+	if p.ConfigFlags.Namespace != nil && *p.ConfigFlags.Namespace != "" {
+		return *p.ConfigFlags.Namespace, nil
+	}
+	ns, _, err := p.ConfigFlags.ToRawKubeConfigLoader().Namespace()
+	return ns, err
+}
+
+// Run collects and prints the pods.
+func (p *PodsOptions) Run(ctx context.Context) error {
+	names, _ := p.names()
+	ns, err := p.namespace()
+	if err != nil {
+		return err
+	}
+	c, err := p.NewClients()
+	if err != nil {
+		return err
+	}
+	list, err := collectPods(ctx, c, names, ns, p.Selector)
+	if err != nil {
+		return err
+	}
+	if p.Output == outputJSON || p.Output == outputYAML {
+		return printObject(p.Streams.Out, list, p.Output)
+	}
+	if len(list.Items) == 0 {
+		if ns == "" {
+			fmt.Fprintln(p.Streams.ErrOut, "No reclaimed pods found.")
+		} else {
+			fmt.Fprintf(p.Streams.ErrOut, "No reclaimed pods found in namespace %s.\n", ns)
+		}
+		return nil
+	}
+	return printPodsTable(p.Streams.Out, list, p.AllNamespaces, p.Now())
+}
+
+func collectPods(ctx context.Context, c Clients, names reclaimable.Names, ns, selector string) (*PodList, error) {
+	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
+	}
+	var reclaimed []*corev1.Pod
+	pending := false
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !names.IsReclaimedPod(pod) {
+			continue
+		}
+		reclaimed = append(reclaimed, pod)
+		pending = pending || (pod.Spec.NodeName == "" && !isTerminal(pod))
+	}
+	var events map[types.UID]*corev1.Event
+	if pending {
+		sel := fields.AndSelectors(fields.OneTermEqualSelector("reason", "FailedScheduling"),
+			fields.OneTermEqualSelector("involvedObject.kind", "Pod"))
+		list, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+		if err != nil {
+			return nil, fmt.Errorf("listing FailedScheduling events: %w", err)
+		}
+		events = lastEvents(list.Items)
+	}
+	out := &PodList{Items: make([]PodReport, 0, len(reclaimed))}
+	for _, pod := range reclaimed {
+		out.Items = append(out.Items, buildPodReport(pod, names, events[pod.UID]))
+	}
+	slices.SortFunc(out.Items, func(a, b PodReport) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Name, b.Name)
+	})
+	return out, nil
+}

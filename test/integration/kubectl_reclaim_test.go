@@ -1,0 +1,308 @@
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/kubectlreclaim"
+	"github.com/kube-reclaim/kube-reclaim/policy"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+)
+
+// TestKubectlReclaim runs the kubectl plugin against the real local cluster:
+// one node with a fresh annotation (written here, as the publisher would) and
+// a reclaimed pod bound to it, one node whose annotation is 30 minutes old,
+// and a reclaimed pod no node can hold.
+func TestKubectlReclaim(t *testing.T) {
+	ctx := context.Background()
+	// Build the binary while the cluster starts: linking takes a while on a
+	// busy 2-core machine.
+	binDir := t.TempDir()
+	built := make(chan struct{})
+	var buildErr error
+	go func() {
+		defer close(built)
+		root, err := cluster.RepoRoot()
+		if err != nil {
+			buildErr = err
+			return
+		}
+		build := exec.Command("go", "build", "-o", filepath.Join(binDir, "kubectl-reclaim"), "./cmd/kubectl-reclaim")
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	}()
+	// Runs before binDir is removed, also when the test stops early.
+	t.Cleanup(func() { <-built })
+	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second})
+	const ns = "kubectl-reclaim"
+	mustNamespace(t, c, ns)
+	spec := cluster.NodeSpec{NamePrefix: "cli", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
+	nodes, err := c.AddNodes(ctx, 2, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	fresh, stale := nodes[0], nodes[1]
+
+	// The request policy for 16 cores / 64Gi with 10 cores / 40Gi requested
+	// by regular pods: 6 cores / 24Gi.
+	expl := func(alloc, requested int64) policy.ResourceExplanation {
+		return policy.ResourceExplanation{Result: alloc - requested, Terms: []policy.Term{
+			{Name: policy.TermAllocatable, Op: policy.OpBase, Value: alloc},
+			{Name: policy.TermRegularRequests, Op: policy.OpSubtract, Value: requested, Note: "requests of 4 regular pods"},
+			{Name: policy.TermFloor, Op: policy.OpFloor, Value: 0},
+			{Name: policy.TermCap, Op: policy.OpCap, Value: alloc, Note: "100% of allocatable at most"},
+			{Name: policy.TermMinimum, Op: policy.OpMinimum, Value: 0},
+		}}
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	writeReclaimableAnnotation(t, c, fresh, reclaimable.Annotation{CPUMilli: 6000, MemoryBytes: 24 << 30, Policy: "request", Pool: "batch",
+		WriteTime: now, Explanation: &policy.Explanation{CPU: expl(16000, 10000), Memory: expl(64<<30, 40<<30)}})
+	writeReclaimableAnnotation(t, c, stale, reclaimable.Annotation{CPUMilli: 3000, MemoryBytes: 8 << 30, Policy: "request",
+		WriteTime: now.Add(-30 * time.Minute), Explanation: &policy.Explanation{CPU: expl(16000, 13000), Memory: expl(64<<30, 56<<30)}})
+	// The publisher's status patch, so that -o wide has something to show.
+	status := fmt.Sprintf(`{"status":{"capacity":{%[1]q:"6000",%[2]q:"24Gi"},"allocatable":{%[1]q:"6000",%[2]q:"24Gi"}}}`, names.CPU, names.Memory)
+	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, fresh, types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+
+	reclaimed := func(cpu, mem string) corev1.ResourceList {
+		return corev1.ResourceList{names.CPU: resource.MustParse(cpu), names.Memory: resource.MustParse(mem)}
+	}
+	mustCreatePod(t, c, podSpec(ns, "batch-1", fresh, nil, reclaimed("1500", "2Gi")))
+	mustCreatePod(t, c, podSpec(ns, "too-big", "", nil, reclaimed("100000", "1Gi")))
+	if err := c.SetPodUsage(ctx, ns, "batch-1", "1", "1Gi"); err != nil {
+		t.Fatal(err)
+	}
+
+	kubeconfig := "--kubeconfig=" + c.Kubeconfig()
+	plugin := func(args ...string) (string, error) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := kubectlreclaim.Main(ctx, append(args, kubeconfig), genericiooptions.IOStreams{In: &bytes.Buffer{}, Out: &out, ErrOut: &errOut})
+		if code != 0 {
+			return out.String(), fmt.Errorf("kubectl reclaim %s: exit %d: %s", strings.Join(args, " "), code, errOut.String())
+		}
+		return out.String(), nil
+	}
+	nodeList := func() kubectlreclaim.NodeList {
+		t.Helper()
+		out, err := plugin("nodes", "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l kubectlreclaim.NodeList
+		if err := json.Unmarshal([]byte(out), &l); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return l
+	}
+
+	t.Run("nodes -o json carries published, requested, free, usage and the stale reason", func(t *testing.T) {
+		var l kubectlreclaim.NodeList
+		// Node usage is the kwok baseline plus the pod's 1 core / 1Gi, once
+		// metrics-server has scraped it.
+		took, ok := pollUntil(45*time.Second, time.Second, func() bool {
+			l = nodeList()
+			return len(l.Items) == 2 && l.Items[0].Usage != nil && l.Items[0].Usage.CPUMilli >= 1000 && l.Items[0].Usage.MemoryBytes >= 1<<30
+		})
+		if !ok {
+			t.Fatalf("no usage of %s including its pod from metrics.k8s.io after %s: %+v", fresh, took, l)
+		}
+		t.Logf("usage reported after %s", took.Round(time.Second))
+		a, b := l.Items[0], l.Items[1]
+		if a.Name != fresh || b.Name != stale {
+			t.Fatalf("nodes %s, %s; want %s, %s", a.Name, b.Name, fresh, stale)
+		}
+		if !a.Fresh || a.Published != (kubectlreclaim.Amount{CPUMilli: 6000, MemoryBytes: 24 << 30}) ||
+			a.Requested != (kubectlreclaim.Amount{CPUMilli: 1500, MemoryBytes: 2 << 30}) ||
+			a.Free != (kubectlreclaim.Amount{CPUMilli: 4500, MemoryBytes: 22 << 30}) || a.ReclaimedPods != 1 {
+			t.Errorf("%s: %+v", fresh, a)
+		}
+		if a.Capacity != a.Published || a.Allocatable != a.Published {
+			t.Errorf("%s: status capacity %+v allocatable %+v", fresh, a.Capacity, a.Allocatable)
+		}
+		if a.UsageTime == nil || time.Since(*a.UsageTime) > time.Minute {
+			t.Errorf("%s usage time %v", fresh, a.UsageTime)
+		}
+		if b.Fresh || b.StaleReason != reclaimable.ReasonWriteTooOld || !strings.HasPrefix(b.StaleDetail, "annotation written 30m") ||
+			b.Published != (kubectlreclaim.Amount{}) || b.Annotation == nil ||
+			b.Annotation.Amount != (kubectlreclaim.Amount{CPUMilli: 3000, MemoryBytes: 8 << 30}) {
+			t.Errorf("%s: %+v", stale, b)
+		}
+	})
+
+	t.Run("nodes table shows humanized values, the stale reason and the policy", func(t *testing.T) {
+		out, err := plugin("nodes", "--sort-by", "free-cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("\n%s", out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("want a header and 2 rows:\n%s", out)
+		}
+		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME PUBLISHED REQUESTED FREE USAGE PODS POLICY STATUS AGE" {
+			t.Errorf("header %q", lines[0])
+		}
+		row := strings.Fields(lines[1])
+		if len(row) != 11 || row[0] != fresh || strings.Join(row[1:4], " ") != "6/24Gi 1500m/2Gi 4500m/22Gi" ||
+			row[5] != "1" || strings.Join(row[6:9], " ") != "request (pool batch)" || row[9] != "Fresh" {
+			t.Errorf("row of %s: %q", fresh, lines[1])
+		}
+		row = strings.Fields(lines[2])
+		if len(row) != 10 || row[0] != stale || strings.Join(row[1:4], " ") != "0/0 0/0 0/0" ||
+			strings.Join(row[7:9], " ") != "Stale: annotation-too-old" || row[9] != "30m" {
+			t.Errorf("row of %s: %q", stale, lines[2])
+		}
+	})
+
+	t.Run("nodes -o wide and -l", func(t *testing.T) {
+		out, err := plugin("nodes", "-o", "wide", "-l", "kubernetes.io/hostname="+fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("\n%s", out)
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 2 {
+			t.Fatalf("want one node:\n%s", out)
+		}
+		row := strings.Fields(lines[1])
+		// ANNOTATED CAPACITY ALLOCATABLE METRICS-AGE USAGE-AGE
+		if n := len(row); n != 16 || strings.Join(row[n-5:n-1], " ") != "6/24Gi 6/24Gi 6/24Gi <none>" {
+			t.Errorf("wide row %q", lines[1])
+		}
+	})
+
+	t.Run("explain lists the terms and checks them against the published value", func(t *testing.T) {
+		out, err := plugin("explain", fresh)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("\n%s", out)
+		for _, want := range []string{
+			"Policy:        request (pool \"batch\")\n",
+			"In effect:     cpu 6, memory 24Gi\n",
+			"Status: Fresh: the webhook and the extender offer these values to reclaimed pods.\n",
+			"CPU: allocatable - regular-requests, at least floor, at most cap, zero below minimum\n",
+			"  allocatable       start at    16     16       allocatable cpu of the node\n",
+			"  regular-requests  minus       10     6        regular (not reclaimed) pods: requests of 4 regular pods\n",
+			"  check: the terms evaluate to 6, the published value.\n",
+			"  regular-requests  minus       40Gi   24Gi     regular (not reclaimed) pods: requests of 4 regular pods\n",
+			"  check: the terms evaluate to 24Gi, the published value.\n",
+		} {
+			if !strings.Contains(out, want) {
+				t.Errorf("explain lacks %q", want)
+			}
+		}
+
+		out, err = plugin("explain", stale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"In effect:     cpu 0, memory 0 (stale)\n", "Status: Stale (annotation-too-old): annotation written 30m",
+			"The webhook and the extender count the node as zero", "  check: the terms evaluate to 3, the published value.\n"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("explain %s lacks %q:\n%s", stale, want, out)
+			}
+		}
+
+		_, err = plugin("explain", fresh, "--resource-domain", "other.example.com")
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("node %q has no other.example.com/reclaimable annotation", fresh)) {
+			t.Errorf("explain under another domain: %v", err)
+		}
+	})
+
+	t.Run("pods shows where reclaimed pods run and why the others wait", func(t *testing.T) {
+		var out string
+		took, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
+			out, err = plugin("pods", "-n", ns)
+			return err == nil && strings.Contains(out, "Running") && strings.Contains(out, "Insufficient "+string(names.CPU))
+		})
+		t.Logf("after %s:\n%s", took.Round(time.Millisecond), out)
+		if !ok {
+			t.Fatalf("pods never showed batch-1 running and too-big's FailedScheduling message (err %v)", err)
+		}
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if len(lines) != 3 {
+			t.Fatalf("want a header and 2 pods:\n%s", out)
+		}
+		if row := strings.Fields(lines[1]); strings.Join(row[:5], " ") != "batch-1 "+fresh+" 1500m 2Gi Running" {
+			t.Errorf("batch-1 row %q", lines[1])
+		}
+		if row := strings.Fields(lines[2]); strings.Join(row[:5], " ") != "too-big <none> 100 1Gi Pending" {
+			t.Errorf("too-big row %q", lines[2])
+		}
+
+		out, err = plugin("pods", "-A", "-o", "json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l kubectlreclaim.PodList
+		if err := json.Unmarshal([]byte(out), &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) != 2 || l.Items[0].Requested != (kubectlreclaim.Amount{CPUMilli: 1500, MemoryBytes: 2 << 30}) ||
+			l.Items[1].Node != "" || !strings.Contains(l.Items[1].Waiting, "Insufficient") {
+			t.Errorf("pods -A -o json: %s", out)
+		}
+	})
+
+	t.Run("the built binary works as a kubectl plugin", func(t *testing.T) {
+		start := time.Now()
+		<-built
+		if buildErr != nil {
+			t.Fatal(buildErr)
+		}
+		t.Logf("waited %s for the build", time.Since(start).Round(time.Millisecond))
+		cmd := exec.Command(filepath.Join(binDir, "kubectl-reclaim"), "nodes", "--stale-after=1h", kubeconfig)
+		if kubectl, err := exec.LookPath("kubectl"); err == nil {
+			cmd = exec.Command(kubectl, "reclaim", "nodes", "--stale-after=1h", kubeconfig)
+			cmd.Env = append(os.Environ(), "PATH="+binDir+string(os.PathListSeparator)+os.Getenv("PATH"))
+		}
+		out, err := cmd.CombinedOutput()
+		t.Logf("%s:\n%s", strings.Join(cmd.Args, " "), out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// With --stale-after=1h the old annotation counts again.
+		if !strings.Contains(string(out), "3/8Gi") || strings.Contains(string(out), "Stale") {
+			t.Errorf("--stale-after=1h did not make %s fresh", stale)
+		}
+	})
+}
+
+// writeReclaimableAnnotation writes the reclaimable annotation on a node.
+func writeReclaimableAnnotation(t *testing.T, c *cluster.Cluster, node string, a reclaimable.Annotation) {
+	t.Helper()
+	v, err := a.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.Annotation: v}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
