@@ -6,8 +6,11 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/kube-reclaim/kube-reclaim/extender"
 	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/version"
+	"github.com/kube-reclaim/kube-reclaim/publisher"
+	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
 // NewRootCommand returns the kube-reclaim command with every role.
@@ -24,6 +27,9 @@ func NewRootCommand() *cobra.Command {
 		Args:  cobra.NoArgs,
 		Run:   func(cmd *cobra.Command, _ []string) { fmt.Fprintln(cmd.OutOrStdout(), version.String()) },
 	})
+	root.AddCommand(cli.Command("publisher", "Measure every node and publish its reclaimable CPU and memory (leader-elected).", publisher.NewOptions()))
+	root.AddCommand(cli.Command("extender", "Serve the kube-scheduler extender that places pods onto reclaimed capacity without over-booking.", extender.NewOptions()))
+	root.AddCommand(cli.Command("webhook", "Serve the mutating admission webhook that injects reclaimed resources into every node status write.", webhook.NewOptions()))
 	return root
 }
 

@@ -1,0 +1,160 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// discardWriter is a ResponseWriter that costs nothing, so the benchmark
+// measures the handler and not a recorder.
+type discardWriter struct {
+	h    http.Header
+	code int
+	n    int
+}
+
+func (d *discardWriter) Header() http.Header  { return d.h }
+func (d *discardWriter) WriteHeader(code int) { d.code = code }
+func (d *discardWriter) Write(b []byte) (int, error) {
+	d.n += len(b)
+	return len(b), nil
+}
+
+// benchServe runs h on body b.N times, reusing the request.
+func benchServe(b *testing.B, h http.Handler, body []byte) {
+	b.Helper()
+	rd := bytes.NewReader(body)
+	req, err := http.NewRequest(http.MethodPost, "https://webhook"+Path, io.NopCloser(rd))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.ContentLength = int64(len(body))
+	w := &discardWriter{h: http.Header{}}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	cpu0, ok := processCPU()
+	for i := 0; i < b.N; i++ {
+		rd.Reset(body)
+		req.Body = io.NopCloser(rd)
+		w.code = 0
+		h.ServeHTTP(w, req)
+		if w.code != 0 && w.code != http.StatusOK {
+			b.Fatalf("status %d", w.code)
+		}
+	}
+	b.StopTimer()
+	// ns/op is wall time; on a busy machine the process's own CPU time per
+	// review (garbage collection included) is the figure to compare with
+	// the 0.3 ms goal.
+	if cpu1, ok1 := processCPU(); ok && ok1 {
+		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+	}
+}
+
+// BenchmarkHandler measures the CPU per review of the whole handler (router,
+// request metrics, body read, decode, patch, answer) on RealisticReview, side
+// by side with the baseline that only reads the body. Goal P1: ≤ 0.3 ms/op.
+func BenchmarkHandler(b *testing.B) {
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	now := time.Now()
+	for _, c := range []struct {
+		name       string
+		needsPatch bool
+	}{{"patch", true}, {"unchanged", false}} {
+		body := RealisticReview(names, now, c.needsPatch)
+		b.Run(c.name, func(b *testing.B) {
+			h := NewHandler(names, reclaimable.DefaultStaleAfter, nil, prometheus.NewRegistry())
+			benchServe(b, h, body)
+		})
+	}
+	b.Run("baseline", func(b *testing.B) {
+		benchServe(b, NewBaselineHandler(), RealisticReview(names, now, true))
+	})
+}
+
+// BenchmarkBaselineHandler is the baseline alone, for benchstat comparisons.
+func BenchmarkBaselineHandler(b *testing.B) {
+	benchServe(b, NewBaselineHandler(), RealisticReview(reclaimable.MustNames(reclaimable.DefaultDomain), time.Now(), true))
+}
+
+// BenchmarkHTTPSServer drives the real TLS server (serving.Serve,
+// serving.TLSConfig) with keep-alive clients in parallel, the webhook next to
+// the baseline, client and server in one process: the throughput ratio of
+// the two is an estimate of goal P1 (≥ 70 %) on this machine. The load
+// command measures it properly, at fixed rates.
+func BenchmarkHTTPSServer(b *testing.B) {
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	body := RealisticReview(names, time.Now(), true)
+	certs, err := NewSelfSigned([]string{"127.0.0.1"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.CABundle())
+	for _, c := range []struct {
+		name string
+		h    http.Handler
+	}{
+		{"webhook", NewHandler(names, reclaimable.DefaultStaleAfter, nil, prometheus.NewRegistry())},
+		{"baseline", NewBaselineHandler()},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				done <- serving.Serve(ctx, serving.NewServer(ln.Addr().String(), c.h), ln, serving.TLSConfig(certs.GetCertificate))
+			}()
+			defer func() { cancel(); <-done }()
+			client := &http.Client{Transport: &http.Transport{
+				TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
+				MaxIdleConnsPerHost: 64,
+			}}
+			defer client.CloseIdleConnections()
+			url := "https://" + ln.Addr().String() + Path
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			b.SetParallelism(4)
+			b.ResetTimer()
+			cpu0, ok := processCPU()
+			defer func() {
+				// Client and server CPU per review, TLS included.
+				if cpu1, ok1 := processCPU(); ok && ok1 {
+					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+				}
+			}()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					res, err := client.Post(url, "application/json", bytes.NewReader(body))
+					if err != nil {
+						b.Error(err)
+						return
+					}
+					_, _ = io.Copy(io.Discard, res.Body)
+					res.Body.Close()
+					if res.StatusCode != http.StatusOK {
+						b.Errorf("status %d", res.StatusCode)
+						return
+					}
+				}
+			})
+		})
+	}
+}

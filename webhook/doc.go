@@ -1,0 +1,16 @@
+// Package webhook is `kube-reclaim webhook`: a mutating admission webhook on
+// node status writes (UPDATE nodes/status, CREATE nodes) that sets
+// status.capacity and status.allocatable <domain>/reclaimed-cpu and
+// <domain>/reclaimed-memory from the node's <domain>/reclaimable annotation
+// (zero when it is stale, missing or malformed), and, for nodes that opt in,
+// inflates native allocatable cpu/memory by a ratio without compounding (see
+// oversell.go for the rule and its cost: opted-in nodes make kubelet PATCH
+// their status every nodeStatusUpdateFrequency).
+//
+// The webhook never denies and makes no API call on the request path.
+// NewHandler builds the HTTP handler without a cluster (benchmarks, the load
+// command); Options.Run serves it over TLS with certificate reload or the
+// --self-signed bootstrap; MutatingWebhookConfiguration builds the shipped
+// webhook configuration for any clientConfig; RealisticReview is the ~33 KB
+// review the benchmarks and the load command send.
+package webhook

@@ -1,0 +1,235 @@
+package webhook
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/sirupsen/logrus"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/cli"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// Defaults of the webhook's flags.
+const (
+	DefaultListenAddress           = ":8443"
+	DefaultHealthAddress           = ":8081"
+	DefaultTLSReloadInterval       = 5 * time.Second
+	DefaultCABundleResyncInterval  = time.Minute
+	DefaultPublisherLeaseNamespace = "kube-reclaim"
+	DefaultPublisherLeaseName      = "kube-reclaim-publisher"
+	// MinMaxRequestBytes is the smallest --max-request-bytes accepted: a
+	// real review of an ordinary node is 20-40 KB.
+	MinMaxRequestBytes int64 = 64 << 10
+)
+
+// Options are the flags of `kube-reclaim webhook`.
+type Options struct {
+	cli.Common
+
+	ListenAddress     string
+	TLSCertFile       string
+	TLSKeyFile        string
+	TLSReloadInterval time.Duration
+	StaleAfter        time.Duration
+	MaxRequestBytes   int64
+
+	PublisherLeaseNamespace string
+	PublisherLeaseName      string
+
+	SelfSigned               bool
+	WebhookConfigurationName string
+	ServiceName              string
+	ServiceNamespace         string
+	ExtraSANs                []string
+	CABundleResyncInterval   time.Duration
+}
+
+// NewOptions returns the defaults.
+func NewOptions() *Options {
+	return &Options{
+		Common:                   cli.DefaultCommon(DefaultHealthAddress),
+		ListenAddress:            DefaultListenAddress,
+		TLSReloadInterval:        DefaultTLSReloadInterval,
+		StaleAfter:               reclaimable.DefaultStaleAfter,
+		MaxRequestBytes:          DefaultMaxRequestBytes,
+		PublisherLeaseNamespace:  DefaultPublisherLeaseNamespace,
+		PublisherLeaseName:       DefaultPublisherLeaseName,
+		WebhookConfigurationName: DefaultConfigurationName,
+		ServiceName:              DefaultServiceName,
+		ServiceNamespace:         DefaultServiceNamespace,
+		CABundleResyncInterval:   DefaultCABundleResyncInterval,
+	}
+}
+
+// AddFlags registers the flags.
+func (o *Options) AddFlags(fs *pflag.FlagSet) {
+	o.Common.AddFlags(fs)
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address serving the webhook over HTTPS (POST "+Path+").")
+	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates), re-read when it changes. Required with --tls-private-key-file unless --self-signed.")
+	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", o.TLSKeyFile, "PEM private key of --tls-cert-file, re-read when it changes.")
+	fs.DurationVar(&o.TLSReloadInterval, "tls-reload-interval", o.TLSReloadInterval, "How often the certificate files are checked for changes.")
+	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "A reclaimable annotation written longer ago than this counts as zero.")
+	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", o.MaxRequestBytes, fmt.Sprintf("Largest AdmissionReview body accepted; larger bodies get HTTP 413 (the apiserver then ignores the webhook for that write). At least %d.", MinMaxRequestBytes))
+	fs.StringVar(&o.PublisherLeaseNamespace, "publisher-lease-namespace", o.PublisherLeaseNamespace, "Namespace of the publisher's leader-election Lease.")
+	fs.StringVar(&o.PublisherLeaseName, "publisher-lease-name", o.PublisherLeaseName, "Name of the publisher's leader-election Lease; when it is not renewed for two lease durations every node gets zero. Empty: not tracked (only the annotation's write time counts).")
+	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "Generate a CA and serving certificate in memory (ECDSA P-256) and keep the caBundle of --webhook-configuration-name patched with it. For a single replica; use certificate files for more.")
+	fs.StringVar(&o.WebhookConfigurationName, "webhook-configuration-name", o.WebhookConfigurationName, "MutatingWebhookConfiguration whose caBundle --self-signed patches (every webhook entry).")
+	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Service in front of the webhook; with --self-signed its DNS names go into the certificate. Empty: none.")
+	fs.StringVar(&o.ServiceNamespace, "service-namespace", o.ServiceNamespace, "Namespace of --service-name.")
+	fs.StringSliceVar(&o.ExtraSANs, "extra-sans", o.ExtraSANs, "With --self-signed, more DNS names or IP addresses for the certificate (for example 127.0.0.1 for a URL clientConfig).")
+	fs.DurationVar(&o.CABundleResyncInterval, "ca-bundle-resync-interval", o.CABundleResyncInterval, "With --self-signed, how often the caBundle is checked and re-patched if someone reset it.")
+}
+
+// Validate reports every invalid flag at once.
+func (o *Options) Validate() error {
+	var errs []error
+	if err := o.Common.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := cli.ValidateAddress("--listen-address", o.ListenAddress); err != nil {
+		errs = append(errs, err)
+	}
+	if o.SelfSigned {
+		if o.TLSCertFile != "" || o.TLSKeyFile != "" {
+			errs = append(errs, errors.New("--self-signed cannot be combined with --tls-cert-file/--tls-private-key-file"))
+		}
+		if msgs := validation.IsDNS1123Subdomain(o.WebhookConfigurationName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--webhook-configuration-name %q: %v", o.WebhookConfigurationName, msgs))
+		}
+		if (o.ServiceName == "") != (o.ServiceNamespace == "") {
+			errs = append(errs, errors.New("--service-name and --service-namespace must both be set or both be empty"))
+		}
+		if o.ServiceName == "" && len(o.ExtraSANs) == 0 {
+			errs = append(errs, errors.New("--self-signed needs --service-name/--service-namespace or --extra-sans for the certificate's names"))
+		}
+		for _, san := range o.ExtraSANs {
+			if net.ParseIP(san) == nil && len(validation.IsDNS1123Subdomain(san)) > 0 {
+				errs = append(errs, fmt.Errorf("--extra-sans: %q is neither an IP address nor a DNS name", san))
+			}
+		}
+		if o.CABundleResyncInterval <= 0 {
+			errs = append(errs, fmt.Errorf("--ca-bundle-resync-interval must be positive, got %s", o.CABundleResyncInterval))
+		}
+	} else {
+		if o.TLSCertFile == "" || o.TLSKeyFile == "" {
+			errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file are both required unless --self-signed"))
+		}
+		if o.TLSReloadInterval <= 0 {
+			errs = append(errs, fmt.Errorf("--tls-reload-interval must be positive, got %s", o.TLSReloadInterval))
+		}
+	}
+	if o.ServiceName != "" {
+		for _, f := range [][2]string{{"--service-name", o.ServiceName}, {"--service-namespace", o.ServiceNamespace}} {
+			if msgs := validation.IsDNS1123Label(f[1]); f[1] != "" && len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("%s %q: %v", f[0], f[1], msgs))
+			}
+		}
+	}
+	if o.StaleAfter <= 0 {
+		errs = append(errs, fmt.Errorf("--stale-after must be positive, got %s", o.StaleAfter))
+	}
+	if o.MaxRequestBytes < MinMaxRequestBytes {
+		errs = append(errs, fmt.Errorf("--max-request-bytes must be at least %d, got %d", MinMaxRequestBytes, o.MaxRequestBytes))
+	}
+	if o.PublisherLeaseName != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.PublisherLeaseName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--publisher-lease-name %q: %v", o.PublisherLeaseName, msgs))
+		}
+		if msgs := validation.IsDNS1123Label(o.PublisherLeaseNamespace); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--publisher-lease-namespace %q: %v", o.PublisherLeaseNamespace, msgs))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// hosts returns the names of the self-signed certificate.
+func (o *Options) hosts() []string {
+	return append(ServiceHosts(o.ServiceNamespace, o.ServiceName), o.ExtraSANs...)
+}
+
+// Run serves the webhook over HTTPS and /healthz, /readyz, /metrics over HTTP
+// until ctx ends.
+func (o *Options) Run(ctx context.Context) error {
+	o.SetupLogging()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	names := o.Names()
+	reg := prometheus.NewRegistry()
+	health := serving.NewHealth(reg)
+
+	var client kubernetes.Interface
+	if o.PublisherLeaseName != "" || o.SelfSigned {
+		cfg, err := o.RESTConfig("kube-reclaim-webhook")
+		if err != nil {
+			return err
+		}
+		if client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return fmt.Errorf("creating the API client: %w", err)
+		}
+	}
+
+	var tracker *leaderlease.Tracker
+	if o.PublisherLeaseName != "" {
+		tracker = leaderlease.New(client, o.PublisherLeaseNamespace, o.PublisherLeaseName)
+		go tracker.Run(ctx)
+		health.AddReadyCheck("publisher-lease", func() error {
+			if !tracker.HasSynced() {
+				return fmt.Errorf("lease %s/%s not synced yet", o.PublisherLeaseNamespace, o.PublisherLeaseName)
+			}
+			return nil
+		})
+	}
+
+	var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	if o.SelfSigned {
+		certs, err := NewSelfSigned(o.hosts())
+		if err != nil {
+			return err
+		}
+		getCert = certs.GetCertificate
+		health.AddReadyCheck("serving-certificate", certs.Check)
+		keeper := &caBundleKeeper{client: client.AdmissionregistrationV1(), name: o.WebhookConfigurationName,
+			certs: certs, resync: o.CABundleResyncInterval}
+		health.AddReadyCheck("ca-bundle", keeper.check)
+		go keeper.run(ctx)
+		logrus.WithFields(logrus.Fields{"hosts": o.hosts(), "serial": certs.Leaf().SerialNumber.String()}).Info("generated a self-signed serving certificate")
+	} else {
+		reloader, err := serving.NewCertReloader(o.TLSCertFile, o.TLSKeyFile)
+		if err != nil {
+			return fmt.Errorf("loading the serving certificate: %w", err)
+		}
+		getCert = reloader.GetCertificate
+		health.AddReadyCheck("serving-certificate", reloader.Check)
+		go reloader.Run(ctx, o.TLSReloadInterval)
+	}
+
+	h := NewHandler(names, o.StaleAfter, tracker.Alive, reg)
+	h.MaxRequestBytes = o.MaxRequestBytes
+	logrus.WithFields(logrus.Fields{
+		"address": o.ListenAddress, "domain": names.Domain, "staleAfter": o.StaleAfter,
+		"publisherLease": o.PublisherLeaseNamespace + "/" + o.PublisherLeaseName,
+	}).Info("starting webhook")
+
+	errc := make(chan error, 2)
+	go func() { errc <- health.Serve(ctx, o.HealthAddress) }()
+	go func() {
+		errc <- serving.ListenAndServe(ctx, serving.NewServer(o.ListenAddress, h), serving.TLSConfig(getCert))
+	}()
+	err := <-errc
+	cancel()
+	if err2 := <-errc; err == nil {
+		err = err2
+	}
+	return err
+}

@@ -1,0 +1,205 @@
+package webhook
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+)
+
+func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
+	o := NewOptions()
+	o.TLSCertFile = "/etc/tls/tls.crt" // key missing
+	o.ListenAddress = "8443"
+	o.ResourceDomain = "Not A Domain"
+	o.StaleAfter = 0
+	o.TLSReloadInterval = -time.Second
+	o.MaxRequestBytes = 100
+	o.PublisherLeaseNamespace = ""
+	err := o.Validate()
+	if err == nil {
+		t.Fatal("Validate accepted invalid flags")
+	}
+	for _, want := range []string{
+		"--tls-cert-file and --tls-private-key-file are both required",
+		"--listen-address",
+		"--resource-domain",
+		"--stale-after must be positive",
+		"--tls-reload-interval must be positive",
+		"--max-request-bytes must be at least 65536",
+		"--publisher-lease-namespace",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error lacks %q:\n%v", want, err)
+		}
+	}
+}
+
+func TestValidate(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		set   func(o *Options)
+		wants []string // substrings of the error; none means valid
+	}{
+		{name: "certificate files", set: func(o *Options) { o.TLSCertFile, o.TLSKeyFile = "c", "k" }},
+		{name: "defaults need certificate files", set: func(*Options) {},
+			wants: []string{"--tls-cert-file and --tls-private-key-file are both required unless --self-signed"}},
+		{name: "self-signed with the default service", set: func(o *Options) { o.SelfSigned = true }},
+		{name: "self-signed for a URL clientConfig", set: func(o *Options) {
+			o.SelfSigned, o.ServiceName, o.ServiceNamespace, o.ExtraSANs = true, "", "", []string{"127.0.0.1", "localhost"}
+		}},
+		{name: "self-signed with certificate files", set: func(o *Options) { o.SelfSigned, o.TLSCertFile = true, "c" },
+			wants: []string{"cannot be combined"}},
+		{name: "self-signed without any name", set: func(o *Options) { o.SelfSigned, o.ServiceName, o.ServiceNamespace = true, "", "" },
+			wants: []string{"needs --service-name/--service-namespace or --extra-sans"}},
+		{name: "self-signed with bad names", set: func(o *Options) {
+			o.SelfSigned, o.ServiceNamespace, o.ExtraSANs, o.WebhookConfigurationName, o.CABundleResyncInterval = true, "", []string{"not a name!"}, "", 0
+		}, wants: []string{"must both be set", "neither an IP address nor a DNS name", "--webhook-configuration-name", "--ca-bundle-resync-interval must be positive"}},
+		{name: "lease tracking off", set: func(o *Options) {
+			o.TLSCertFile, o.TLSKeyFile, o.PublisherLeaseName, o.PublisherLeaseNamespace = "c", "k", "", ""
+		}},
+		{name: "bad lease name", set: func(o *Options) { o.TLSCertFile, o.TLSKeyFile, o.PublisherLeaseName = "c", "k", "Bad_Name" },
+			wants: []string{"--publisher-lease-name"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			o := NewOptions()
+			c.set(o)
+			err := o.Validate()
+			if len(c.wants) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate accepted the flags")
+			}
+			for _, w := range c.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
+func TestFlags(t *testing.T) {
+	o := NewOptions()
+	fs := pflag.NewFlagSet("webhook", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	err := fs.Parse([]string{
+		"--listen-address=127.0.0.1:9443", "--tls-cert-file=/c", "--tls-private-key-file=/k", "--tls-reload-interval=2s",
+		"--stale-after=3m", "--publisher-lease-namespace=ns", "--publisher-lease-name=", "--max-request-bytes=1048576",
+		"--self-signed", "--webhook-configuration-name=wh", "--service-name=svc", "--service-namespace=sns",
+		"--extra-sans=127.0.0.1,localhost", "--ca-bundle-resync-interval=30s", "--resource-domain=example.org", "--health-address=:9091",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.ListenAddress != "127.0.0.1:9443" || o.TLSCertFile != "/c" || o.TLSKeyFile != "/k" || o.TLSReloadInterval != 2*time.Second ||
+		o.StaleAfter != 3*time.Minute || o.PublisherLeaseNamespace != "ns" || o.PublisherLeaseName != "" || o.MaxRequestBytes != 1<<20 ||
+		!o.SelfSigned || o.WebhookConfigurationName != "wh" || o.ServiceName != "svc" || o.ServiceNamespace != "sns" ||
+		len(o.ExtraSANs) != 2 || o.CABundleResyncInterval != 30*time.Second || o.ResourceDomain != "example.org" || o.HealthAddress != ":9091" {
+		t.Errorf("parsed options: %+v", o)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	o := NewOptions()
+	if o.ListenAddress != ":8443" || o.HealthAddress != ":8081" || o.StaleAfter != 10*time.Minute ||
+		o.PublisherLeaseNamespace != "kube-reclaim" || o.PublisherLeaseName != "kube-reclaim-publisher" ||
+		o.MaxRequestBytes != 3<<20 || o.WebhookConfigurationName != "kube-reclaim-webhook" || o.SelfSigned {
+		t.Errorf("defaults: %+v", o)
+	}
+}
+
+func webhookConfig(bundles ...string) *admissionregistrationv1.MutatingWebhookConfiguration {
+	cfg := MutatingWebhookConfiguration("kube-reclaim-webhook", ServiceClientConfig("kube-reclaim", "kube-reclaim-webhook", nil))
+	one := cfg.Webhooks[0]
+	cfg.Webhooks = nil
+	for i, b := range bundles {
+		w := *one.DeepCopy()
+		w.Name = []string{"a.kube-reclaim.io", "b.kube-reclaim.io", "c.kube-reclaim.io"}[i]
+		if b != "" {
+			w.ClientConfig.CABundle = []byte(b)
+		}
+		cfg.Webhooks = append(cfg.Webhooks, w)
+	}
+	return cfg
+}
+
+func TestEnsureCABundlePatchesEveryWebhook(t *testing.T) {
+	ctx := context.Background()
+	client := fake.NewClientset()
+	if _, err := EnsureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", []byte("CA")); !apierrors.IsNotFound(err) {
+		t.Fatalf("missing configuration: err = %v, want NotFound", err)
+	}
+	if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, webhookConfig("", "old"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	changed, err := EnsureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", []byte("CA"))
+	if err != nil || !changed {
+		t.Fatalf("first ensure: %v %v", changed, err)
+	}
+	got, _ := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "kube-reclaim-webhook", metav1.GetOptions{})
+	for _, w := range got.Webhooks {
+		if string(w.ClientConfig.CABundle) != "CA" {
+			t.Errorf("webhook %s caBundle %q", w.Name, w.ClientConfig.CABundle)
+		}
+	}
+	if changed, err := EnsureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", []byte("CA")); err != nil || changed {
+		t.Errorf("second ensure changed=%v err=%v, want no change", changed, err)
+	}
+}
+
+func TestCABundleKeeperWaitsForTheConfigurationAndRepatchesResets(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset()
+	certs, err := NewSelfSigned([]string{"127.0.0.1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := &caBundleKeeper{client: client.AdmissionregistrationV1(), name: "kube-reclaim-webhook", certs: certs,
+		resync: 20 * time.Millisecond, retry: 5 * time.Millisecond}
+	go k.run(ctx)
+	time.Sleep(30 * time.Millisecond)
+	if k.check() == nil {
+		t.Fatal("ready before the configuration exists")
+	}
+	mwcs := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
+	if _, err := mwcs.Create(ctx, webhookConfig(""), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for !cond() {
+			if time.Now().After(deadline) {
+				t.Fatalf("timed out waiting until %s", what)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	bundle := func() string {
+		cfg, err := mwcs.Get(ctx, "kube-reclaim-webhook", metav1.GetOptions{})
+		if err != nil {
+			return ""
+		}
+		return string(cfg.Webhooks[0].ClientConfig.CABundle)
+	}
+	waitFor("the caBundle is patched", func() bool { return bundle() == string(certs.CABundle()) && k.check() == nil })
+
+	cfg, _ := mwcs.Get(ctx, "kube-reclaim-webhook", metav1.GetOptions{})
+	cfg.Webhooks[0].ClientConfig.CABundle = []byte("reset by someone")
+	if _, err := mwcs.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("the reset caBundle is patched again", func() bool { return bundle() == string(certs.CABundle()) })
+}

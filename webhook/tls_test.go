@@ -1,0 +1,295 @@
+package webhook
+
+import (
+	"bytes"
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+)
+
+// writeCertPair writes a self-signed certificate for 127.0.0.1 with the
+// given serial, replacing the files atomically (as a Secret volume update does).
+func writeCertPair(t *testing.T, dir string, serial int64) (certFile, keyFile string) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(serial),
+		Subject:      pkix.Name{CommonName: "webhook-test"},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		IPAddresses:  []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	certFile, keyFile = filepath.Join(dir, "tls.crt"), filepath.Join(dir, "tls.key")
+	for _, f := range []struct {
+		path string
+		pem  []byte
+	}{
+		{keyFile, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER})},
+		{certFile, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})},
+	} {
+		tmp := f.path + ".tmp"
+		if err := os.WriteFile(tmp, f.pem, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, f.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return certFile, keyFile
+}
+
+// serveTLS serves h over TLS on a loopback port until the test ends.
+func serveTLS(t *testing.T, h http.Handler, get func(*tls.ClientHelloInfo) (*tls.Certificate, error)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- serving.Serve(ctx, serving.NewServer(ln.Addr().String(), h), ln, serving.TLSConfig(get))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+	})
+	return ln.Addr().String()
+}
+
+func servedSerial(addr string) (string, error) {
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // the test only reads the serial
+	if err != nil {
+		return "", err
+	}
+	defer conn.Close()
+	return conn.ConnectionState().PeerCertificates[0].SerialNumber.String(), nil
+}
+
+func TestReplacedCertificateFilesAreServedWithoutRestart(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeCertPair(t, dir, 1001)
+	reloader, err := serving.NewCertReloader(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go reloader.Run(ctx, 20*time.Millisecond)
+	addr := serveTLS(t, newTestHandler(t, testNames, nil), reloader.GetCertificate)
+
+	if s, err := servedSerial(addr); err != nil || s != "1001" {
+		t.Fatalf("served serial %q, %v; want 1001", s, err)
+	}
+	writeCertPair(t, dir, 2002)
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		s, err := servedSerial(addr)
+		if err == nil && s == "2002" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still serving serial %q (%v) 5 s after the files changed", s, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := reloader.Check(); err != nil {
+		t.Errorf("readiness after reload: %v", err)
+	}
+}
+
+func TestTLS11ClientIsRefused(t *testing.T) {
+	certFile, keyFile := writeCertPair(t, t.TempDir(), 7)
+	reloader, err := serving.NewCertReloader(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveTLS(t, newTestHandler(t, testNames, nil), reloader.GetCertificate)
+	//nolint:gosec // deliberately old protocol versions
+	if conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}); err == nil {
+		conn.Close()
+		t.Fatal("a TLS 1.1 client was accepted")
+	}
+	//nolint:gosec
+	conn, err := tls.Dial("tcp", addr, &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12, MaxVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatalf("a TLS 1.2 client was refused: %v", err)
+	}
+	conn.Close()
+}
+
+func TestSelfSignedCertificateIsTrustedThroughItsCABundle(t *testing.T) {
+	certs, err := NewSelfSigned([]string{"127.0.0.1", "kube-reclaim-webhook.kube-reclaim.svc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := serveTLS(t, newTestHandler(t, testNames, nil), certs.GetCertificate)
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(certs.CABundle()) {
+		t.Fatal("CABundle is not PEM")
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	obj := newNode("n1").setAnnotation(annKey, annotationValue(5, 6, time.Now().Add(-time.Minute))).json(t)
+	res, err := client.Post("https://"+addr+Path, "application/json", bytes.NewReader(reviewSpec{object: obj}.json(t)))
+	if err != nil {
+		t.Fatalf("POST over TLS verified by the CA bundle: %v", err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !bytes.Contains(body, []byte(`"patchType":"JSONPatch"`)) {
+		t.Fatalf("answer %d %s", res.StatusCode, body)
+	}
+	leaf := certs.Leaf()
+	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "kube-reclaim-webhook.kube-reclaim.svc", Roots: pool}); err != nil {
+		t.Errorf("service name not in the certificate: %v", err)
+	}
+	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || pub.Curve != elliptic.P256() {
+		t.Errorf("serving key is %T, want ECDSA P-256", leaf.PublicKey)
+	}
+	if err := certs.Check(); err != nil {
+		t.Errorf("Check: %v", err)
+	}
+}
+
+func TestSelfSignedLeafIsRenewedFromTheSameCA(t *testing.T) {
+	certs, err := NewSelfSigned([]string{"webhook.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := certs.Leaf()
+	if renewed, err := certs.RenewIfDue(time.Now().Add(30 * 24 * time.Hour)); renewed || err != nil {
+		t.Fatalf("renewed a month in: %v %v", renewed, err)
+	}
+	renewed, err := certs.RenewIfDue(time.Now().Add(300 * 24 * time.Hour))
+	if !renewed || err != nil {
+		t.Fatalf("not renewed 300 days in: %v %v", renewed, err)
+	}
+	after := certs.Leaf()
+	if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
+		t.Error("renewed certificate has the same serial")
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(certs.CABundle())
+	if _, err := after.Verify(x509.VerifyOptions{DNSName: "webhook.example", Roots: pool, CurrentTime: time.Now().Add(300 * 24 * time.Hour)}); err != nil {
+		t.Errorf("renewed certificate does not chain to the unchanged CA bundle: %v", err)
+	}
+}
+
+// freeAddr returns a loopback address with a port free a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func TestRunServesTheWebhookAndHealth(t *testing.T) {
+	certFile, keyFile := writeCertPair(t, t.TempDir(), 42)
+	o := NewOptions()
+	o.TLSCertFile, o.TLSKeyFile = certFile, keyFile
+	o.PublisherLeaseName = "" // no cluster needed
+	o.ListenAddress, o.HealthAddress = freeAddr(t), freeAddr(t)
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		res, err := http.Get("http://" + o.HealthAddress + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == 200 {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not ready after 10 s: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} //nolint:gosec
+	obj := newNode("n1").json(t)
+	res, err := client.Post("https://"+o.ListenAddress+Path, "application/json", bytes.NewReader(reviewSpec{object: obj}.json(t)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != 200 || !bytes.Contains(body, []byte(`"allowed":true`)) {
+		t.Fatalf("answer %d %s", res.StatusCode, body)
+	}
+	res, err = http.Get("http://" + o.HealthAddress + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	for _, name := range []string{
+		`kube_reclaim_webhook_review_duration_seconds_count{outcome="patched"} 1`,
+		`kube_reclaim_webhook_stale_injections_total{reason="annotation-missing"} 1`,
+		`kube_reclaim_webhook_http_request_duration_seconds_count{code="200",route="/mutate-node-status"} 1`,
+	} {
+		if !bytes.Contains(metrics, []byte(name)) {
+			t.Errorf("/metrics lacks %s", name)
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run returned %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Run did not stop after the context ended")
+	}
+}
+
+func TestRunFailsWithoutCertificateFiles(t *testing.T) {
+	o := NewOptions()
+	dir := t.TempDir()
+	o.TLSCertFile, o.TLSKeyFile = filepath.Join(dir, "missing.crt"), filepath.Join(dir, "missing.key")
+	o.PublisherLeaseName = ""
+	o.ListenAddress, o.HealthAddress = freeAddr(t), freeAddr(t)
+	err := o.Run(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "serving certificate") {
+		t.Fatalf("Run = %v, want an error about the serving certificate", err)
+	}
+}
