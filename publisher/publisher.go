@@ -296,6 +296,8 @@ type write struct {
 	annotation string
 	values     reclaimable.Request
 	reason     string
+	// statusCurrent: status already carries values, only the annotation is due.
+	statusCurrent bool
 }
 
 func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Time) (*write, policy.Result) {
@@ -327,7 +329,7 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 		logrus.WithError(err).WithField("node", node.Name).Error("encoding annotation")
 		return nil, res
 	}
-	return &write{node: node.Name, annotation: value, values: next, reason: reason}, res
+	return &write{node: node.Name, annotation: value, values: next, reason: reason, statusCurrent: p.statusMatches(node, next)}, res
 }
 
 // suppressNoise keeps the previous value of a resource whose decrease is
@@ -461,6 +463,9 @@ func (p *Publisher) write(ctx context.Context, w write) error {
 		}
 		p.m.writes.WithLabelValues("annotation", w.reason).Inc()
 		logrus.WithFields(logrus.Fields{"node": w.node, "cpu": w.values.CPUMilli, "memory": w.values.MemoryBytes, "reason": w.reason}).Debug("published")
+	}
+	if w.statusCurrent {
+		return nil
 	}
 	if err := retryWrite(ctx, func(ctx context.Context) error { return p.patchStatus(ctx, w) }); err != nil {
 		p.m.writeErrors.WithLabelValues("status").Inc()
