@@ -13,12 +13,18 @@ GOLANGCI_LINT := $(CACHE)/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-
 INTEGRATION_FLAGS ?= -p 1 -timeout 60m
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 
-.PHONY: all build test test-unit test-integration lint fmt vet tools cluster-up cluster-down clean
+.PHONY: all build test test-unit test-integration lint fmt vet tools cluster-up cluster-down clean image manifests demo docs
 
 all: build
 
 build: ## Build bin/kube-reclaim and bin/kubectl-reclaim
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
+
+image: ## Build the container image with docker build (needs a Docker engine with BuildKit; the development machine has none). IMAGE=name:tag names it
+	docker build --build-arg VERSION=$(VERSION) -t $(if $(IMAGE),$(IMAGE),ghcr.io/kube-reclaim/kube-reclaim:latest) .
+
+manifests: ## Render every deploy/ overlay to dist/<overlay>.yaml (kustomize Go API; no kubectl needed)
+	$(GO) run ./hack/manifests -o dist
 
 test: vet test-unit test-integration ## Everything CI runs (.ci/run)
 
@@ -43,6 +49,12 @@ fmt: ## gofmt every Go file
 vet: ## go vet and a gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+demo: ## Run the whole system on a local cluster and watch batch pods use reclaimed capacity (DEMO_KEEP=1 keeps it running)
+	$(GO) run ./hack/demo
+
+docs: ## Regenerate docs/reference.md from the flags and the policy schema
+	$(GO) run ./hack/docgen
 
 cluster-up: ## Start a local cluster in the background (prints KUBECONFIG)
 	$(GO) build -o bin/localcluster ./hack/localcluster && bin/localcluster up

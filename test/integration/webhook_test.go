@@ -67,27 +67,16 @@ func waitHeartbeat(t *testing.T, c *cluster.Cluster, node string, timeout time.D
 	return got
 }
 
-func statusValues(n *corev1.Node, name corev1.ResourceName) (capacity, allocatable string) {
-	c, a := "<none>", "<none>"
-	if q, ok := n.Status.Capacity[name]; ok {
-		c = q.String()
-	}
-	if q, ok := n.Status.Allocatable[name]; ok {
-		a = q.String()
-	}
-	return c, a
-}
-
 func assertInjected(t *testing.T, n *corev1.Node, cpu, mem int64) {
 	t.Helper()
 	for _, r := range []struct {
 		name corev1.ResourceName
 		want int64
 	}{{names.CPU, cpu}, {names.Memory, mem}} {
-		c, a := statusValues(n, r.name)
-		want := fmt.Sprint(r.want)
-		if c != want || a != want {
-			t.Errorf("node %s %s: capacity %s allocatable %s, want %s in both", n.Name, r.name, c, a, want)
+		c, hasC := n.Status.Capacity[r.name]
+		a, hasA := n.Status.Allocatable[r.name]
+		if !hasC || !hasA || c.Value() != r.want || a.Value() != r.want {
+			t.Errorf("node %s %s: capacity %s allocatable %s, want %d in both", n.Name, r.name, c.String(), a.String(), r.want)
 		}
 	}
 }

@@ -1,0 +1,972 @@
+package deploy
+
+import (
+	"bytes"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-reclaim/kube-reclaim/extender"
+	"github.com/kube-reclaim/kube-reclaim/policy"
+	"github.com/kube-reclaim/kube-reclaim/publisher"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/webhook"
+)
+
+const (
+	namespace = "kube-reclaim"
+	image     = "ghcr.io/kube-reclaim/kube-reclaim"
+)
+
+// bundle is one rendered overlay, indexed by kind/namespace/name.
+type bundle struct {
+	overlay string
+	objs    []*unstructured.Unstructured
+	byKey   map[string]*unstructured.Unstructured
+}
+
+func key(kind, ns, name string) string { return kind + "/" + ns + "/" + name }
+
+func render(t *testing.T, dir string) *bundle {
+	t.Helper()
+	objs, err := Objects(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &bundle{overlay: dir, objs: objs, byKey: map[string]*unstructured.Unstructured{}}
+	for _, o := range objs {
+		k := key(o.GetKind(), o.GetNamespace(), o.GetName())
+		if _, dup := b.byKey[k]; dup {
+			t.Fatalf("%s: %s rendered twice", dir, k)
+		}
+		b.byKey[k] = o
+	}
+	return b
+}
+
+func (b *bundle) kind(kind string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, o := range b.objs {
+		if o.GetKind() == kind {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// get decodes the object kind/ns/name into out, failing when it is missing.
+func (b *bundle) get(t *testing.T, kind, ns, name string, out interface{}) {
+	t.Helper()
+	o, ok := b.byKey[key(kind, ns, name)]
+	if !ok {
+		t.Fatalf("%s: no %s %s/%s rendered", b.overlay, kind, ns, name)
+	}
+	decode(t, o, out)
+}
+
+func (b *bundle) has(kind, ns, name string) bool {
+	_, ok := b.byKey[key(kind, ns, name)]
+	return ok
+}
+
+// decode converts strictly: a misspelt field in the YAML is an error.
+func decode(t *testing.T, o *unstructured.Unstructured, out interface{}) {
+	t.Helper()
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructuredWithValidation(o.Object, out, true); err != nil {
+		t.Fatalf("%s %s/%s: %v", o.GetKind(), o.GetNamespace(), o.GetName(), err)
+	}
+}
+
+func (b *bundle) deployments(t *testing.T) []appsv1.Deployment {
+	t.Helper()
+	var out []appsv1.Deployment
+	for _, o := range b.kind("Deployment") {
+		var d appsv1.Deployment
+		decode(t, o, &d)
+		out = append(out, d)
+	}
+	return out
+}
+
+func renderAll(t *testing.T) []*bundle {
+	t.Helper()
+	var out []*bundle
+	for _, o := range Overlays {
+		out = append(out, render(t, o))
+	}
+	return out
+}
+
+func TestEveryKustomizationRenders(t *testing.T) {
+	dirs := append([]string{"."}, Overlays...)
+	dirs = append(dirs, "base/common", "base/publisher", "base/webhook", "base/extender", "base/scheduler", "webhook", "scheduler")
+	for _, dir := range dirs {
+		if _, err := Render(dir); err != nil {
+			t.Errorf("%v", err)
+		}
+	}
+	top, err := Render(".")
+	if err != nil {
+		t.Fatal(err)
+	}
+	def, err := Render("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(top, def) {
+		t.Error("deploy/ (kubectl apply -k deploy/) does not render the same objects as deploy/default")
+	}
+}
+
+func TestEveryOverlayInstallsEveryRole(t *testing.T) {
+	want := []string{
+		key("Namespace", "", namespace),
+		key("ConfigMap", namespace, "kube-reclaim-policy"),
+		key("Deployment", namespace, "kube-reclaim-publisher"),
+		key("Deployment", namespace, "kube-reclaim-webhook"),
+		key("Deployment", namespace, "kube-reclaim-extender"),
+		key("Deployment", namespace, "kube-reclaim-scheduler"),
+		key("Service", namespace, "kube-reclaim-webhook"),
+		key("Service", namespace, "kube-reclaim-extender"),
+		key("MutatingWebhookConfiguration", "", webhook.DefaultConfigurationName),
+	}
+	for _, b := range renderAll(t) {
+		for _, k := range want {
+			if _, ok := b.byKey[k]; !ok {
+				t.Errorf("%s: %s missing", b.overlay, k)
+			}
+		}
+		for _, o := range b.objs {
+			if o.GetKind() == "Namespace" || o.GetNamespace() == "" {
+				continue
+			}
+			// Only the scheduler's authentication-reader binding lives outside.
+			if o.GetNamespace() != namespace && !(o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system") {
+				t.Errorf("%s: %s %s/%s outside namespace %s", b.overlay, o.GetKind(), o.GetNamespace(), o.GetName(), namespace)
+			}
+		}
+	}
+}
+
+func TestDeploymentsAreHardenedAndProbed(t *testing.T) {
+	for _, b := range renderAll(t) {
+		for _, d := range b.deployments(t) {
+			where := b.overlay + ": Deployment " + d.Name
+			spec := d.Spec.Template.Spec
+			if spec.PriorityClassName != "system-cluster-critical" {
+				t.Errorf("%s: priorityClassName %q", where, spec.PriorityClassName)
+			}
+			if spec.ServiceAccountName == "" || !b.has("ServiceAccount", namespace, spec.ServiceAccountName) {
+				t.Errorf("%s: serviceAccountName %q is not rendered", where, spec.ServiceAccountName)
+			}
+			psc := spec.SecurityContext
+			if psc == nil || psc.RunAsNonRoot == nil || !*psc.RunAsNonRoot || psc.RunAsUser == nil || *psc.RunAsUser == 0 ||
+				psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+				t.Errorf("%s: pod securityContext %+v is not restricted (runAsNonRoot, non-zero runAsUser, seccomp RuntimeDefault)", where, psc)
+			}
+			if spec.HostNetwork || spec.HostPID || spec.HostIPC || len(spec.InitContainers) > 0 {
+				t.Errorf("%s: host namespaces or init containers", where)
+			}
+			if d.Spec.Selector == nil || !mapsSubset(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) || len(d.Spec.Selector.MatchLabels) == 0 {
+				t.Errorf("%s: selector %v does not select its template %v", where, d.Spec.Selector, d.Spec.Template.Labels)
+			}
+			for _, v := range spec.Volumes {
+				if v.HostPath != nil {
+					t.Errorf("%s: hostPath volume %s", where, v.Name)
+				}
+			}
+			for _, c := range spec.Containers {
+				cw := where + " container " + c.Name
+				sc := c.SecurityContext
+				if sc == nil || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||
+					sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
+					sc.Capabilities == nil || !slices.Equal(sc.Capabilities.Drop, []corev1.Capability{"ALL"}) || len(sc.Capabilities.Add) > 0 ||
+					(sc.Privileged != nil && *sc.Privileged) {
+					t.Errorf("%s: securityContext %+v is not restricted", cw, sc)
+				}
+				for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+					req, okReq := c.Resources.Requests[r]
+					lim, okLim := c.Resources.Limits[r]
+					if !okReq || !okLim || req.Cmp(lim) > 0 || req.IsZero() {
+						t.Errorf("%s: %s request %v limit %v: both needed, request <= limit", cw, r, req.String(), lim.String())
+					}
+				}
+				for name, p := range map[string]*corev1.Probe{"/healthz": c.LivenessProbe, "/readyz": c.ReadinessProbe} {
+					if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != name {
+						t.Errorf("%s: want an HTTP probe on %s, got %+v", cw, name, p)
+						continue
+					}
+					if containerPort(c, p.HTTPGet.Port) == 0 {
+						t.Errorf("%s: probe %s port %s is not a container port", cw, name, p.HTTPGet.Port.String())
+					}
+				}
+				if c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path != "/healthz" {
+					t.Errorf("%s: liveness on %s", cw, c.LivenessProbe.HTTPGet.Path)
+				}
+				if strings.HasPrefix(c.Image, image+":") {
+					// The probes hit --health-address.
+					opts := parseRole(t, cw, c.Args)
+					if hp := port(t, opts.health()); containerPort(c, c.LivenessProbe.HTTPGet.Port) != hp || containerPort(c, c.ReadinessProbe.HTTPGet.Port) != hp {
+						t.Errorf("%s: probes do not target --health-address %s", cw, opts.health())
+					}
+				} else if c.Image != "registry.k8s.io/kube-scheduler:v1.34.4" {
+					t.Errorf("%s: unexpected image %s", cw, c.Image)
+				}
+			}
+		}
+	}
+}
+
+func mapsSubset(sub, super map[string]string) bool {
+	for k, v := range sub {
+		if super[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// containerPort resolves a probe or Service target port (number or name).
+func containerPort(c corev1.Container, p intstr.IntOrString) int32 {
+	if p.Type == intstr.Int {
+		return p.IntVal
+	}
+	for _, cp := range c.Ports {
+		if cp.Name == p.StrVal {
+			return cp.ContainerPort
+		}
+	}
+	return 0
+}
+
+func port(t *testing.T, addr string) int32 {
+	t.Helper()
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	var n int32
+	if _, err := fmt.Sscan(p, &n); err != nil {
+		t.Fatalf("address %q: %v", addr, err)
+	}
+	return n
+}
+
+// roleOptions are a parsed command line of one role.
+type roleOptions struct {
+	role      string
+	publisher *publisher.Options
+	webhook   *webhook.Options
+	extender  *extender.Options
+}
+
+func (r roleOptions) health() string {
+	switch {
+	case r.publisher != nil:
+		return r.publisher.HealthAddress
+	case r.webhook != nil:
+		return r.webhook.HealthAddress
+	default:
+		return r.extender.HealthAddress
+	}
+}
+
+// parseRole parses a container's args (subcommand, then flags) with the
+// role's own flag set: an unknown or misspelt flag, a stray argument or an
+// invalid value fails the test.
+func parseRole(t *testing.T, where string, args []string) roleOptions {
+	t.Helper()
+	if len(args) == 0 {
+		t.Fatalf("%s: no args", where)
+	}
+	r := roleOptions{role: args[0]}
+	fs := pflag.NewFlagSet(args[0], pflag.ContinueOnError)
+	var validate func() error
+	switch args[0] {
+	case "publisher":
+		r.publisher = publisher.NewOptions()
+		r.publisher.AddFlags(fs)
+		validate = r.publisher.Validate
+	case "webhook":
+		r.webhook = webhook.NewOptions()
+		r.webhook.AddFlags(fs)
+		validate = r.webhook.Validate
+	case "extender":
+		r.extender = extender.NewOptions()
+		r.extender.AddFlags(fs)
+		validate = r.extender.Validate
+	default:
+		t.Fatalf("%s: args[0] %q is not a kube-reclaim role", where, args[0])
+	}
+	fs.SetOutput(&bytes.Buffer{})
+	if err := fs.Parse(args[1:]); err != nil {
+		t.Fatalf("%s: %s flags %q: %v", where, args[0], args[1:], err)
+	}
+	if fs.NArg() > 0 {
+		t.Fatalf("%s: stray arguments %q", where, fs.Args())
+	}
+	for _, a := range args[1:] {
+		name, _, hasValue := strings.Cut(strings.TrimPrefix(a, "--"), "=")
+		if f := fs.Lookup(name); !strings.HasPrefix(a, "--") || f == nil || (!hasValue && f.Value.Type() != "bool") {
+			t.Errorf("%s: write flags as --name=value (--name for booleans), got %q", where, a)
+		}
+	}
+	if err := validate(); err != nil {
+		t.Fatalf("%s: %s rejects its flags %q:\n%v", where, args[0], args[1:], err)
+	}
+	return r
+}
+
+// roles parses the kube-reclaim containers of an overlay, by role.
+func (b *bundle) roles(t *testing.T) map[string]roleOptions {
+	t.Helper()
+	out := map[string]roleOptions{}
+	for _, d := range b.deployments(t) {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			if !strings.HasPrefix(c.Image, image+":") {
+				continue
+			}
+			r := parseRole(t, b.overlay+": Deployment "+d.Name, c.Args)
+			if d.Name != "kube-reclaim-"+r.role || d.Spec.Template.Labels["app.kubernetes.io/component"] != r.role {
+				t.Errorf("%s: Deployment %s runs role %s", b.overlay, d.Name, r.role)
+			}
+			out[r.role] = r
+		}
+	}
+	for _, r := range []string{"publisher", "webhook", "extender"} {
+		if _, ok := out[r]; !ok {
+			t.Fatalf("%s: no Deployment runs %s", b.overlay, r)
+		}
+	}
+	return out
+}
+
+func (b *bundle) deployment(t *testing.T, name string) appsv1.Deployment {
+	t.Helper()
+	var d appsv1.Deployment
+	b.get(t, "Deployment", namespace, name, &d)
+	return d
+}
+
+// mountFor returns the volume mounted at the directory of file.
+func mountFor(t *testing.T, d appsv1.Deployment, file string) corev1.Volume {
+	t.Helper()
+	c := d.Spec.Template.Spec.Containers[0]
+	for _, m := range c.VolumeMounts {
+		if m.MountPath == path.Dir(file) {
+			for _, v := range d.Spec.Template.Spec.Volumes {
+				if v.Name == m.Name {
+					return v
+				}
+			}
+		}
+	}
+	t.Fatalf("Deployment %s: nothing mounted at %s", d.Name, path.Dir(file))
+	return corev1.Volume{}
+}
+
+func TestRoleFlagsAgreeWithTheObjects(t *testing.T) {
+	for _, b := range renderAll(t) {
+		roles := b.roles(t)
+		pub, wh, ext := roles["publisher"].publisher, roles["webhook"].webhook, roles["extender"].extender
+
+		// The publisher reads the policy ConfigMap and elects a leader.
+		v := mountFor(t, b.deployment(t, "kube-reclaim-publisher"), pub.ConfigFile)
+		var cm corev1.ConfigMap
+		if v.ConfigMap == nil {
+			t.Fatalf("%s: --config %s is not on a ConfigMap volume", b.overlay, pub.ConfigFile)
+		}
+		b.get(t, "ConfigMap", namespace, v.ConfigMap.Name, &cm)
+		if _, ok := cm.Data[path.Base(pub.ConfigFile)]; !ok {
+			t.Errorf("%s: ConfigMap %s has no key %s", b.overlay, cm.Name, path.Base(pub.ConfigFile))
+		}
+		if pub.ConfigMap != namespace+"/"+cm.Name {
+			t.Errorf("%s: --config-map %s, the policy ConfigMap is %s/%s", b.overlay, pub.ConfigMap, namespace, cm.Name)
+		}
+		if !pub.LeaderElect || pub.LeaseNamespace != namespace {
+			t.Errorf("%s: publisher leader election %v in %s", b.overlay, pub.LeaderElect, pub.LeaseNamespace)
+		}
+		// Everyone agrees on the lease, the domain and staleness.
+		for _, r := range []struct {
+			role      string
+			ns, name  string
+			stale     string
+			domain    string
+			healthDef string
+		}{
+			{"webhook", wh.PublisherLeaseNamespace, wh.PublisherLeaseName, wh.StaleAfter.String(), wh.ResourceDomain, ""},
+			{"extender", ext.PublisherLeaseNamespace, ext.PublisherLeaseName, ext.StaleAfter.String(), ext.ResourceDomain, ""},
+		} {
+			if r.ns != pub.LeaseNamespace || r.name != pub.LeaseName {
+				t.Errorf("%s: %s tracks lease %s/%s, the publisher holds %s/%s", b.overlay, r.role, r.ns, r.name, pub.LeaseNamespace, pub.LeaseName)
+			}
+			if r.domain != pub.ResourceDomain {
+				t.Errorf("%s: %s --resource-domain %s, publisher %s", b.overlay, r.role, r.domain, pub.ResourceDomain)
+			}
+		}
+		if wh.StaleAfter != ext.StaleAfter || wh.StaleAfter <= pub.RefreshInterval {
+			t.Errorf("%s: --stale-after webhook %s extender %s must be equal and above the publisher's --refresh-interval %s",
+				b.overlay, wh.StaleAfter, ext.StaleAfter, pub.RefreshInterval)
+		}
+
+		// Services reach the serving ports.
+		checkService(t, b, "kube-reclaim-webhook", 443, port(t, wh.ListenAddress))
+		checkService(t, b, "kube-reclaim-extender", 8888, port(t, ext.ListenAddress))
+		// Several extender replicas are safe only while each scheduler sticks to one.
+		var extSvc corev1.Service
+		b.get(t, "Service", namespace, "kube-reclaim-extender", &extSvc)
+		if extSvc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
+			t.Errorf("%s: extender Service sessionAffinity %q, want ClientIP", b.overlay, extSvc.Spec.SessionAffinity)
+		}
+
+		whd := b.deployment(t, "kube-reclaim-webhook")
+		switch b.overlay {
+		case "default":
+			if !wh.SelfSigned || wh.WebhookConfigurationName != webhook.DefaultConfigurationName ||
+				wh.ServiceName != "kube-reclaim-webhook" || wh.ServiceNamespace != namespace {
+				t.Errorf("default: webhook must run --self-signed for %s and Service %s/%s, got %+v", webhook.DefaultConfigurationName, namespace, "kube-reclaim-webhook", wh)
+			}
+		case "cert-manager":
+			if wh.SelfSigned || path.Dir(wh.TLSCertFile) != path.Dir(wh.TLSKeyFile) {
+				t.Fatalf("cert-manager: webhook TLS flags %q %q self-signed %v", wh.TLSCertFile, wh.TLSKeyFile, wh.SelfSigned)
+			}
+			tls := mountFor(t, whd, wh.TLSCertFile)
+			if tls.Secret == nil || path.Base(wh.TLSCertFile) != "tls.crt" || path.Base(wh.TLSKeyFile) != "tls.key" {
+				t.Fatalf("cert-manager: --tls-cert-file %s is not tls.crt of a Secret volume", wh.TLSCertFile)
+			}
+			var cert struct {
+				Spec struct {
+					SecretName string   `json:"secretName"`
+					DNSNames   []string `json:"dnsNames"`
+					IssuerRef  struct {
+						Name string `json:"name"`
+						Kind string `json:"kind"`
+					} `json:"issuerRef"`
+				} `json:"spec"`
+			}
+			o := b.byKey[key("Certificate", namespace, "kube-reclaim-webhook")]
+			if o == nil {
+				t.Fatal("cert-manager: no Certificate kube-reclaim-webhook")
+			}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &cert); err != nil {
+				t.Fatal(err)
+			}
+			if cert.Spec.SecretName != tls.Secret.SecretName {
+				t.Errorf("cert-manager: Certificate writes Secret %s, the webhook mounts %s", cert.Spec.SecretName, tls.Secret.SecretName)
+			}
+			for _, h := range []string{"kube-reclaim-webhook.kube-reclaim.svc", "kube-reclaim-webhook.kube-reclaim.svc.cluster.local"} {
+				if !slices.Contains(cert.Spec.DNSNames, h) {
+					t.Errorf("cert-manager: Certificate dnsNames %v lack %s", cert.Spec.DNSNames, h)
+				}
+			}
+			if !b.has(cert.Spec.IssuerRef.Kind, namespace, cert.Spec.IssuerRef.Name) {
+				t.Errorf("cert-manager: issuer %s %s not rendered", cert.Spec.IssuerRef.Kind, cert.Spec.IssuerRef.Name)
+			}
+		}
+	}
+}
+
+func checkService(t *testing.T, b *bundle, name string, svcPort, listen int32) {
+	t.Helper()
+	var svc corev1.Service
+	b.get(t, "Service", namespace, name, &svc)
+	d := b.deployment(t, name)
+	if !mapsSubset(svc.Spec.Selector, d.Spec.Template.Labels) || len(svc.Spec.Selector) == 0 {
+		t.Errorf("%s: Service %s selector %v does not select Deployment %s", b.overlay, name, svc.Spec.Selector, name)
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].Port != svcPort {
+		t.Fatalf("%s: Service %s ports %+v, want %d", b.overlay, name, svc.Spec.Ports, svcPort)
+	}
+	if got := containerPort(d.Spec.Template.Spec.Containers[0], svc.Spec.Ports[0].TargetPort); got != listen {
+		t.Errorf("%s: Service %s targets container port %d, --listen-address is :%d", b.overlay, name, got, listen)
+	}
+}
+
+func TestReplicasDisruptionBudgetsAndSpreading(t *testing.T) {
+	want := map[string]map[string]int32{
+		"default":      {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 1, "kube-reclaim-extender": 2, "kube-reclaim-scheduler": 2},
+		"cert-manager": {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 2, "kube-reclaim-extender": 2, "kube-reclaim-scheduler": 2},
+	}
+	for _, b := range renderAll(t) {
+		pdbs := map[string]policyv1.PodDisruptionBudget{}
+		for _, o := range b.kind("PodDisruptionBudget") {
+			var p policyv1.PodDisruptionBudget
+			decode(t, o, &p)
+			pdbs[p.Name] = p
+		}
+		deps := b.deployments(t)
+		if len(deps) != len(want[b.overlay]) {
+			t.Errorf("%s: %d Deployments, want %d", b.overlay, len(deps), len(want[b.overlay]))
+		}
+		for _, d := range deps {
+			n := int32(1)
+			if d.Spec.Replicas != nil {
+				n = *d.Spec.Replicas
+			}
+			if n != want[b.overlay][d.Name] {
+				t.Errorf("%s: Deployment %s has %d replicas, want %d", b.overlay, d.Name, n, want[b.overlay][d.Name])
+			}
+			pdb, hasPDB := pdbs[d.Name]
+			switch {
+			case n >= 2:
+				if !hasPDB || pdb.Spec.MinAvailable == nil || pdb.Spec.MinAvailable.IntValue() != 1 || pdb.Spec.MaxUnavailable != nil ||
+					pdb.Spec.Selector == nil || !mapsSubset(pdb.Spec.Selector.MatchLabels, d.Spec.Template.Labels) {
+					t.Errorf("%s: Deployment %s (%d replicas) needs a PodDisruptionBudget minAvailable 1 selecting it, got %+v", b.overlay, d.Name, n, pdb.Spec)
+				}
+				spread := d.Spec.Template.Spec.TopologySpreadConstraints
+				aff := d.Spec.Template.Spec.Affinity
+				if (len(spread) == 0 || spread[0].TopologyKey != "kubernetes.io/hostname" || spread[0].LabelSelector == nil ||
+					!mapsSubset(spread[0].LabelSelector.MatchLabels, d.Spec.Template.Labels)) && (aff == nil || aff.PodAntiAffinity == nil) {
+					t.Errorf("%s: Deployment %s (%d replicas) is not spread over nodes", b.overlay, d.Name, n)
+				}
+			default:
+				// minAvailable 1 of 1 would block every drain; Recreate keeps
+				// two instances (two CAs, two assumption caches) from overlapping.
+				if hasPDB {
+					t.Errorf("%s: single-replica Deployment %s has a PodDisruptionBudget (it would block drains)", b.overlay, d.Name)
+				}
+				if d.Spec.Strategy.Type != appsv1.RecreateDeploymentStrategyType {
+					t.Errorf("%s: single-replica Deployment %s strategy %q, want Recreate", b.overlay, d.Name, d.Spec.Strategy.Type)
+				}
+			}
+			delete(pdbs, d.Name)
+		}
+		for name := range pdbs {
+			t.Errorf("%s: PodDisruptionBudget %s matches no Deployment", b.overlay, name)
+		}
+	}
+}
+
+func TestWebhookConfigurationNeverBlocksNodes(t *testing.T) {
+	for _, b := range renderAll(t) {
+		var cfg admissionregistrationv1.MutatingWebhookConfiguration
+		b.get(t, "MutatingWebhookConfiguration", "", webhook.DefaultConfigurationName, &cfg)
+		if len(b.kind("MutatingWebhookConfiguration"))+len(b.kind("ValidatingWebhookConfiguration")) != 1 {
+			t.Errorf("%s: exactly one webhook configuration expected", b.overlay)
+		}
+		if len(cfg.Webhooks) != 1 {
+			t.Fatalf("%s: %d webhooks", b.overlay, len(cfg.Webhooks))
+		}
+		w := cfg.Webhooks[0]
+		if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore {
+			t.Errorf("%s: failurePolicy %v, want Ignore", b.overlay, w.FailurePolicy)
+		}
+		if w.TimeoutSeconds == nil || *w.TimeoutSeconds != 2 {
+			t.Errorf("%s: timeoutSeconds %v, want 2", b.overlay, w.TimeoutSeconds)
+		}
+		if w.SideEffects == nil || *w.SideEffects != admissionregistrationv1.SideEffectClassNone {
+			t.Errorf("%s: sideEffects %v, want None", b.overlay, w.SideEffects)
+		}
+		s := w.ClientConfig.Service
+		if s == nil || w.ClientConfig.URL != nil || s.Namespace != namespace || s.Name != "kube-reclaim-webhook" ||
+			s.Port == nil || *s.Port != 443 || s.Path == nil || *s.Path != webhook.Path {
+			t.Errorf("%s: clientConfig %+v, want Service %s/kube-reclaim-webhook:443%s", b.overlay, w.ClientConfig, namespace, webhook.Path)
+		}
+		if len(w.ClientConfig.CABundle) != 0 {
+			t.Errorf("%s: caBundle must ship empty (filled in the cluster)", b.overlay)
+		}
+		inject := cfg.Annotations["cert-manager.io/inject-ca-from"]
+		switch b.overlay {
+		case "default":
+			if inject != "" {
+				t.Errorf("default: cert-manager annotation %q", inject)
+			}
+		case "cert-manager":
+			ns, name, _ := strings.Cut(inject, "/")
+			if !b.has("Certificate", ns, name) {
+				t.Errorf("cert-manager: inject-ca-from %q names no rendered Certificate", inject)
+			}
+		}
+	}
+}
+
+// rule is a PolicyRule written as one comparable line.
+func rule(r rbacv1.PolicyRule) string {
+	s := func(v []string) string { c := slices.Clone(v); sort.Strings(c); return strings.Join(c, ",") }
+	out := "groups=" + s(r.APIGroups) + " resources=" + s(r.Resources) + " verbs=" + s(r.Verbs)
+	if len(r.ResourceNames) > 0 {
+		out += " names=" + s(r.ResourceNames)
+	}
+	if len(r.NonResourceURLs) > 0 {
+		out += " urls=" + s(r.NonResourceURLs)
+	}
+	return out
+}
+
+func rules(rs []rbacv1.PolicyRule) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, rule(r))
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestRBACIsLeastPrivilege(t *testing.T) {
+	common := map[string][]string{
+		"ClusterRole//kube-reclaim-publisher": {
+			"groups= resources=nodes verbs=get,list,patch,watch",
+			"groups= resources=nodes/status verbs=patch",
+			"groups= resources=pods verbs=list,watch",
+			"groups=metrics.k8s.io resources=nodes,pods verbs=get,list",
+		},
+		"Role/kube-reclaim/kube-reclaim-publisher": {
+			"groups=coordination.k8s.io resources=leases verbs=create",
+			"groups=coordination.k8s.io resources=leases verbs=get,update names=kube-reclaim-publisher",
+			"groups= resources=events verbs=create,patch",
+		},
+		"ClusterRole//kube-reclaim-extender": {
+			"groups= resources=nodes verbs=list,watch",
+			"groups= resources=pods verbs=get,list,watch",
+			"groups= resources=pods/binding verbs=create",
+		},
+		"Role/kube-reclaim/kube-reclaim-extender": {
+			"groups=coordination.k8s.io resources=leases verbs=get,list,watch names=kube-reclaim-publisher",
+		},
+		"Role/kube-reclaim/kube-reclaim-webhook": {
+			"groups=coordination.k8s.io resources=leases verbs=get,list,watch names=kube-reclaim-publisher",
+		},
+		"Role/kube-reclaim/kube-reclaim-scheduler": {
+			"groups=coordination.k8s.io resources=leases verbs=get,update names=kube-reclaim-scheduler",
+		},
+	}
+	// binding -> roleRef kind/name -> subjects (service accounts in kube-reclaim)
+	commonBindings := map[string]string{
+		"ClusterRoleBinding//kube-reclaim-publisher":                                               "ClusterRole/kube-reclaim-publisher -> kube-reclaim-publisher",
+		"RoleBinding/kube-reclaim/kube-reclaim-publisher":                                          "Role/kube-reclaim-publisher -> kube-reclaim-publisher",
+		"ClusterRoleBinding//kube-reclaim-extender":                                                "ClusterRole/kube-reclaim-extender -> kube-reclaim-extender",
+		"RoleBinding/kube-reclaim/kube-reclaim-extender":                                           "Role/kube-reclaim-extender -> kube-reclaim-extender",
+		"RoleBinding/kube-reclaim/kube-reclaim-webhook":                                            "Role/kube-reclaim-webhook -> kube-reclaim-webhook",
+		"RoleBinding/kube-reclaim/kube-reclaim-scheduler":                                          "Role/kube-reclaim-scheduler -> kube-reclaim-scheduler",
+		"ClusterRoleBinding//kube-reclaim-scheduler:kube-scheduler":                                "ClusterRole/system:kube-scheduler -> kube-reclaim-scheduler",
+		"ClusterRoleBinding//kube-reclaim-scheduler:volume-scheduler":                              "ClusterRole/system:volume-scheduler -> kube-reclaim-scheduler",
+		"RoleBinding/kube-system/kube-reclaim-scheduler:extension-apiserver-authentication-reader": "Role/extension-apiserver-authentication-reader -> kube-reclaim-scheduler",
+	}
+	perOverlay := map[string]struct {
+		roles    map[string][]string
+		bindings map[string]string
+	}{
+		"default": {
+			roles: map[string][]string{
+				// --self-signed: one Get and one Update of its own configuration.
+				"ClusterRole//kube-reclaim-webhook-self-signed": {
+					"groups=admissionregistration.k8s.io resources=mutatingwebhookconfigurations verbs=get,update names=kube-reclaim-webhook",
+				},
+			},
+			bindings: map[string]string{
+				"ClusterRoleBinding//kube-reclaim-webhook-self-signed": "ClusterRole/kube-reclaim-webhook-self-signed -> kube-reclaim-webhook",
+			},
+		},
+		"cert-manager": {},
+	}
+	for _, b := range renderAll(t) {
+		wantRoles := maps(common, perOverlay[b.overlay].roles)
+		wantBindings := maps(commonBindings, perOverlay[b.overlay].bindings)
+		gotRoles := map[string][]string{}
+		gotBindings := map[string]string{}
+		for _, o := range b.objs {
+			k := key(o.GetKind(), o.GetNamespace(), o.GetName())
+			switch o.GetKind() {
+			case "ClusterRole", "Role":
+				var r rbacv1.ClusterRole // same fields as Role
+				decode(t, o, &r)
+				if r.AggregationRule != nil {
+					t.Errorf("%s: %s aggregates", b.overlay, k)
+				}
+				for _, pr := range r.Rules {
+					for _, f := range [][]string{pr.Verbs, pr.Resources, pr.APIGroups, pr.ResourceNames} {
+						if slices.Contains(f, "*") || slices.ContainsFunc(f, func(s string) bool { return strings.Contains(s, "*") }) {
+							t.Errorf("%s: %s has a wildcard: %s", b.overlay, k, rule(pr))
+						}
+					}
+					for _, v := range pr.Verbs {
+						if v == "escalate" || v == "bind" || v == "impersonate" || v == "delete" || v == "deletecollection" {
+							t.Errorf("%s: %s grants %s", b.overlay, k, v)
+						}
+					}
+				}
+				gotRoles[k] = rules(r.Rules)
+			case "ClusterRoleBinding", "RoleBinding":
+				var rb rbacv1.RoleBinding // same fields as ClusterRoleBinding
+				decode(t, o, &rb)
+				var subjects []string
+				for _, s := range rb.Subjects {
+					if s.Kind != "ServiceAccount" || s.Namespace != namespace || !b.has("ServiceAccount", namespace, s.Name) {
+						t.Errorf("%s: %s binds %+v, not a rendered ServiceAccount", b.overlay, k, s)
+					}
+					subjects = append(subjects, s.Name)
+				}
+				gotBindings[k] = rb.RoleRef.Kind + "/" + rb.RoleRef.Name + " -> " + strings.Join(subjects, ",")
+				if !strings.HasPrefix(rb.RoleRef.Name, "system:") && rb.RoleRef.Name != "extension-apiserver-authentication-reader" {
+					ns := ""
+					if rb.RoleRef.Kind == "Role" {
+						ns = o.GetNamespace()
+					}
+					if !b.has(rb.RoleRef.Kind, ns, rb.RoleRef.Name) {
+						t.Errorf("%s: %s refers to %s %s, not rendered", b.overlay, k, rb.RoleRef.Kind, rb.RoleRef.Name)
+					}
+				}
+			}
+		}
+		for k, want := range wantRoles {
+			w := slices.Clone(want)
+			sort.Strings(w)
+			if got, ok := gotRoles[k]; !ok {
+				t.Errorf("%s: %s missing", b.overlay, k)
+			} else if !slices.Equal(got, w) {
+				t.Errorf("%s: %s rules\n got: %q\nwant: %q", b.overlay, k, got, w)
+			}
+			delete(gotRoles, k)
+		}
+		for k, r := range gotRoles {
+			t.Errorf("%s: unexpected %s %q", b.overlay, k, r)
+		}
+		for k, want := range wantBindings {
+			if got := gotBindings[k]; got != want {
+				t.Errorf("%s: %s is %q, want %q", b.overlay, k, got, want)
+			}
+			delete(gotBindings, k)
+		}
+		for k, r := range gotBindings {
+			t.Errorf("%s: unexpected %s %q", b.overlay, k, r)
+		}
+	}
+}
+
+func maps[V any](a, b map[string]V) map[string]V {
+	out := map[string]V{}
+	for k, v := range a {
+		out[k] = v
+	}
+	for k, v := range b {
+		out[k] = v
+	}
+	return out
+}
+
+func TestPolicyConfigMapIsValid(t *testing.T) {
+	for _, b := range renderAll(t) {
+		var cm corev1.ConfigMap
+		b.get(t, "ConfigMap", namespace, "kube-reclaim-policy", &cm)
+		cfg, err := policy.Load([]byte(cm.Data["policy.yaml"]))
+		if err != nil {
+			t.Fatalf("%s: the shipped policy file is rejected: %v", b.overlay, err)
+		}
+		if cfg.Default != policy.DefaultSettings() {
+			t.Errorf("%s: the shipped default block %+v differs from the built-in defaults %+v", b.overlay, cfg.Default, policy.DefaultSettings())
+		}
+	}
+	// The commented-out example pools are valid once uncommented.
+	raw, err := os.ReadFile("base/common/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uncommented := regexp.MustCompile(`(?m)^# ?(pools:|  .*)$`).ReplaceAll(raw, []byte("$1"))
+	cfg, err := policy.Load(uncommented)
+	if err != nil {
+		t.Fatalf("the example pools do not load once uncommented: %v\n%s", err, uncommented)
+	}
+	if len(cfg.Pools) != 2 {
+		t.Errorf("uncommented example has %d pools, want 2:\n%s", len(cfg.Pools), uncommented)
+	}
+}
+
+func TestSchedulerIsWiredToTheExtender(t *testing.T) {
+	for _, b := range renderAll(t) {
+		d := b.deployment(t, "kube-reclaim-scheduler")
+		c := d.Spec.Template.Spec.Containers[0]
+		var configFile string
+		for _, a := range append(slices.Clone(c.Command), c.Args...) {
+			if f, ok := strings.CutPrefix(a, "--config="); ok {
+				configFile = f
+			}
+		}
+		v := mountFor(t, d, configFile)
+		if v.ConfigMap == nil {
+			t.Fatalf("%s: scheduler --config %q is not on a ConfigMap volume", b.overlay, configFile)
+		}
+		var cm corev1.ConfigMap
+		b.get(t, "ConfigMap", namespace, v.ConfigMap.Name, &cm)
+		data, ok := cm.Data[path.Base(configFile)]
+		if !ok {
+			t.Fatalf("%s: ConfigMap %s has no %s", b.overlay, cm.Name, path.Base(configFile))
+		}
+		want, err := extender.KubeSchedulerConfigYAML(extender.DefaultURLPrefix, reclaimable.DefaultDomain)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got, gen struct {
+			LeaderElection struct {
+				LeaderElect       bool   `json:"leaderElect"`
+				ResourceName      string `json:"resourceName"`
+				ResourceNamespace string `json:"resourceNamespace"`
+			} `json:"leaderElection"`
+			Profiles []struct {
+				SchedulerName string `json:"schedulerName"`
+			} `json:"profiles"`
+			Extenders []struct {
+				URLPrefix string `json:"urlPrefix"`
+			} `json:"extenders"`
+		}
+		if err := yaml.Unmarshal([]byte(data), &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal([]byte(want), &gen); err != nil {
+			t.Fatal(err)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(gen) {
+			t.Errorf("%s: scheduler configuration %+v, generated %+v", b.overlay, got, gen)
+		}
+		le := got.LeaderElection
+		if !le.LeaderElect || le.ResourceName != "kube-reclaim-scheduler" || le.ResourceNamespace != namespace {
+			t.Errorf("%s: leaderElection %+v", b.overlay, le)
+		}
+		if len(got.Profiles) != 1 || got.Profiles[0].SchedulerName != extender.SchedulerName {
+			t.Errorf("%s: profiles %+v", b.overlay, got.Profiles)
+		}
+		// The Role lets its ServiceAccount renew that Lease.
+		var role rbacv1.Role
+		b.get(t, "Role", le.ResourceNamespace, "kube-reclaim-scheduler", &role)
+		if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+			return slices.Contains(r.ResourceNames, le.ResourceName) && slices.Contains(r.Verbs, "update")
+		}) {
+			t.Errorf("%s: Role kube-reclaim-scheduler does not cover Lease %s", b.overlay, le.ResourceName)
+		}
+		// The extender URL is the extender's Service.
+		if len(got.Extenders) != 1 {
+			t.Fatalf("%s: %d extenders", b.overlay, len(got.Extenders))
+		}
+		u, err := url.Parse(got.Extenders[0].URLPrefix)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var svc corev1.Service
+		b.get(t, "Service", namespace, "kube-reclaim-extender", &svc)
+		if u.Hostname() != svc.Name+"."+svc.Namespace+".svc" || u.Port() != fmt.Sprint(svc.Spec.Ports[0].Port) || u.Scheme != "http" {
+			t.Errorf("%s: extender URL %s does not reach Service %s/%s:%d", b.overlay, u, svc.Namespace, svc.Name, svc.Spec.Ports[0].Port)
+		}
+		if c.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS || containerPort(c, c.LivenessProbe.HTTPGet.Port) != 10259 {
+			t.Errorf("%s: scheduler probes must use HTTPS on its secure port 10259", b.overlay)
+		}
+	}
+}
+
+// TestReadmePodSpecOptsIn checks the example pod of deploy/README.md.
+func TestReadmePodSpecOptsIn(t *testing.T) {
+	for _, block := range readmeBlocks(t, "\nkind: Pod\n") {
+		var pod corev1.Pod
+		if err := yaml.UnmarshalStrict([]byte(block), &pod); err != nil {
+			t.Fatalf("README pod: %v", err)
+		}
+		if pod.Spec.SchedulerName != extender.SchedulerName {
+			t.Errorf("README pod: schedulerName %q", pod.Spec.SchedulerName)
+		}
+		names := reclaimable.MustNames(reclaimable.DefaultDomain)
+		req, mismatch := names.PodRequest(&pod)
+		if mismatch || req.CPUMilli == 0 || req.MemoryBytes == 0 {
+			t.Errorf("README pod must request reclaimed cpu and memory with requests == limits: %+v, mismatch %v", req, mismatch)
+		}
+	}
+}
+
+// readmeBlocks returns the ```yaml blocks of deploy/README.md that contain
+// marker, dedented.
+func readmeBlocks(t *testing.T, marker string) []string {
+	t.Helper()
+	raw, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range regexp.MustCompile("(?s)\n( *)```yaml\n(.*?)```").FindAllStringSubmatch(string(raw), -1) {
+		indent, body := m[1], m[2]
+		if !strings.Contains(body, marker) {
+			continue
+		}
+		lines := strings.Split(body, "\n")
+		for i, l := range lines {
+			lines[i] = strings.TrimPrefix(l, indent)
+		}
+		out = append(out, strings.Join(lines, "\n"))
+	}
+	if len(out) == 0 {
+		t.Fatalf("deploy/README.md has no ```yaml block with %q", marker)
+	}
+	return out
+}
+
+// TestReadmeInstallWithoutTheSecondScheduler renders the README's
+// kustomization for clusters whose own scheduler takes the extender.
+func TestReadmeInstallWithoutTheSecondScheduler(t *testing.T) {
+	for _, k := range readmeBlocks(t, "kind: Kustomization") {
+		m, err := run("no-scheduler", map[string]string{"no-scheduler/kustomization.yaml": k})
+		if err != nil {
+			t.Fatalf("README kustomization does not render: %v\n%s", err, k)
+		}
+		var kinds []string
+		for _, r := range m.Resources() {
+			if strings.Contains(r.GetName(), "scheduler") {
+				t.Errorf("README kustomization still installs %s %s", r.GetKind(), r.GetName())
+			}
+			kinds = append(kinds, r.GetKind()+"/"+r.GetName())
+		}
+		for _, want := range []string{"Deployment/kube-reclaim-publisher", "Deployment/kube-reclaim-webhook", "Deployment/kube-reclaim-extender",
+			"MutatingWebhookConfiguration/kube-reclaim-webhook", "ClusterRole/kube-reclaim-webhook-self-signed"} {
+			if !slices.Contains(kinds, want) {
+				t.Errorf("README kustomization lacks %s", want)
+			}
+		}
+	}
+}
+
+// TestReadmeDefaultSchedulerExtenderMatchesTheShippedOne: the extenders entry
+// the README tells operators to add to their own scheduler is the shipped
+// one, apart from the URL.
+func TestReadmeDefaultSchedulerExtenderMatchesTheShippedOne(t *testing.T) {
+	shipped, err := os.ReadFile("scheduler/kube-scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type cfg struct {
+		Extenders []map[string]interface{} `json:"extenders"`
+		Profiles  []map[string]interface{} `json:"profiles"`
+	}
+	var want cfg
+	if err := yaml.Unmarshal(shipped, &want); err != nil {
+		t.Fatal(err)
+	}
+	for _, block := range readmeBlocks(t, "kind: KubeSchedulerConfiguration") {
+		var got cfg
+		if err := yaml.Unmarshal([]byte(block), &got); err != nil {
+			t.Fatalf("README scheduler configuration: %v", err)
+		}
+		if len(got.Extenders) != 1 || len(want.Extenders) != 1 {
+			t.Fatalf("README has %d extenders, shipped %d", len(got.Extenders), len(want.Extenders))
+		}
+		got.Extenders[0]["urlPrefix"] = want.Extenders[0]["urlPrefix"]
+		if fmt.Sprint(got.Extenders) != fmt.Sprint(want.Extenders) {
+			t.Errorf("README extenders entry\n%v\ndiffers from deploy/scheduler's\n%v", got.Extenders, want.Extenders)
+		}
+		if !slices.ContainsFunc(got.Profiles, func(p map[string]interface{}) bool { return p["schedulerName"] == extender.SchedulerName }) {
+			t.Errorf("README scheduler configuration has no %s profile", extender.SchedulerName)
+		}
+	}
+}

@@ -1,0 +1,414 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/stack"
+)
+
+const (
+	nodeCount = 10
+	batchNS   = "batch"
+	appsNS    = "apps"
+)
+
+var names = reclaimable.MustNames(reclaimable.DefaultDomain)
+
+type demo struct {
+	out   io.Writer
+	keep  bool
+	start time.Time
+	c     *cluster.Cluster
+	nodes []string
+	tmp   string
+}
+
+// step prints a progress line with the time since the start.
+func (d *demo) step(format string, args ...interface{}) {
+	fmt.Fprintf(d.out, "[%6.1fs] %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (d *demo) stop() {
+	if d.c != nil {
+		d.step("stopping the cluster and every process")
+		d.c.Stop()
+	}
+	if d.tmp != "" {
+		os.RemoveAll(d.tmp)
+	}
+}
+
+func (d *demo) run(ctx context.Context) error {
+	d.start = time.Now()
+	var err error
+	if d.tmp, err = os.MkdirTemp("", "kube-reclaim-demo-"); err != nil {
+		return err
+	}
+	d.step("building kube-reclaim and the control plane (the first run builds Kubernetes: ~5 minutes)")
+	bin, err := stack.BuildBinary(ctx, d.tmp)
+	if err != nil {
+		return err
+	}
+	if _, err := cluster.EnsureBinaries(ctx, d.out); err != nil {
+		return err
+	}
+	ports, err := stack.NewPorts()
+	if err != nil {
+		return err
+	}
+	schedCfg, err := ports.SchedulerConfig()
+	if err != nil {
+		return err
+	}
+	d.step("starting etcd, kube-apiserver, controller-manager, scheduler (with the extender), kwok and metrics-server")
+	d.c, err = cluster.Start(ctx, cluster.Options{MetricResolution: 10 * time.Second, SchedulerConfig: schedCfg})
+	if err != nil {
+		return err
+	}
+	c := d.c
+	d.step("cluster ready; kubeconfig %s", c.Kubeconfig())
+	for _, ns := range []string{batchNS, appsNS} {
+		if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	d.nodes, err = c.AddNodes(ctx, nodeCount, cluster.NodeSpec{NamePrefix: "node", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")})
+	if err != nil {
+		return err
+	}
+	if err := c.WaitNodesReady(ctx, d.nodes, 2*time.Minute); err != nil {
+		return err
+	}
+	d.step("%d kwok nodes Ready (16 cores, 64 GiB each)", nodeCount)
+
+	// Regular work: every node runs a service whose usage differs per node.
+	for i, n := range d.nodes {
+		name := fmt.Sprintf("svc-%d", i)
+		if err := d.createRegular(ctx, name, n); err != nil {
+			return err
+		}
+		cpu := fmt.Sprintf("%d", 1+i%5*2) // 1, 3, 5, 7, 9 cores
+		mem := fmt.Sprintf("%dGi", 4+i%4*8)
+		if err := c.SetPodUsage(ctx, appsNS, name, cpu, mem); err != nil {
+			return err
+		}
+	}
+	d.step("regular pods running: each asks 4 cores / 16 GiB and uses 1 to 9 cores (kwok ResourceUsage)")
+
+	// Configured as deploy/default configures them; only the period is
+	// shorter, so that the demo does not wait 15 s between looks.
+	st, err := stack.Start(ctx, c, bin, ports, stack.Options{Extra: map[string][]string{stack.Publisher: {"--period=5s"}}})
+	if err != nil {
+		return err
+	}
+	for _, r := range []string{stack.Publisher, stack.Webhook, stack.Extender} {
+		d.step("started: kube-reclaim %s", strings.Join(st.Args(r), " "))
+	}
+	d.step("webhook registered for nodes/status (failurePolicy Ignore, timeout 2s), scheduler uses the extender")
+
+	d.step("waiting for metrics-server to report usage and the publisher to publish every node (about a minute)")
+	if err := d.waitPublished(ctx, 4*time.Minute); err != nil {
+		return err
+	}
+	d.table(ctx, "published reclaimable capacity")
+
+	d.step("wave 1: 12 batch pods asking 2 reclaimed cores and 4 GiB each (requests == limits); spread favours the most room")
+	if err := d.wave(ctx, "wave1", 12, 2000, 4<<30); err != nil {
+		return err
+	}
+	d.settle(ctx)
+	d.table(ctx, "after wave 1")
+	d.placements(ctx)
+
+	d.step("usage rises on %s (to 12 cores) and %s (to 11 cores / 40 GiB)", d.nodes[0], d.nodes[1])
+	if err := c.SetPodUsage(ctx, appsNS, "svc-0", "12", "4Gi"); err != nil {
+		return err
+	}
+	if err := c.SetPodUsage(ctx, appsNS, "svc-1", "11", "40Gi"); err != nil {
+		return err
+	}
+	if err := d.waitShrunk(ctx, 90*time.Second); err != nil {
+		d.step("warning: %v", err)
+	}
+	d.table(ctx, "after the usage change (published room shrank on two nodes)")
+
+	d.step("wave 2: 12 more batch pods; the two busy nodes have no room left, the rest fill up, the others wait")
+	if err := d.wave(ctx, "wave2", 12, 2000, 4<<30); err != nil {
+		return err
+	}
+	d.settle(ctx)
+	d.table(ctx, "after wave 2")
+	d.placements(ctx)
+	if over := d.overbooked(ctx); len(over) > 0 {
+		return fmt.Errorf("over-booked nodes: %v", over)
+	}
+	d.step("no node holds more reclaimed requests than it published")
+
+	if d.keep {
+		fmt.Fprintf(d.out, "\nDEMO_KEEP is set: everything keeps running. In another shell:\n\n  export KUBECONFIG=%s\n  kubectl get nodes\n  go run ./cmd/kubectl-reclaim nodes\n\nPress Ctrl-C to stop.\n", c.Kubeconfig())
+		<-ctx.Done()
+		return nil
+	}
+	return ctx.Err()
+}
+
+func (d *demo) createRegular(ctx context.Context, name, node string) error {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: appsNS, Labels: map[string]string{"app": "service"}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "registry.example/service:1",
+			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi")}}}}},
+	}
+	_, err := d.c.Client.CoreV1().Pods(appsNS).Create(ctx, pod, metav1.CreateOptions{})
+	return err
+}
+
+// batchPod is the README's example: a best-effort batch pod on reclaimed
+// capacity, with requests equal to limits.
+func batchPod(name string, cpuMilli, memBytes int64) *corev1.Pod {
+	r := corev1.ResourceList{
+		names.CPU:    *resource.NewQuantity(cpuMilli, resource.DecimalSI),
+		names.Memory: *resource.NewQuantity(memBytes, resource.BinarySI),
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: batchNS, Labels: map[string]string{"app": "batch"}},
+		Spec: corev1.PodSpec{
+			PriorityClassName: "",
+			RestartPolicy:     corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "job", Image: "registry.example/batch:1",
+				Resources: corev1.ResourceRequirements{Requests: r, Limits: r}}},
+		},
+	}
+}
+
+func (d *demo) wave(ctx context.Context, prefix string, n int, cpu, mem int64) error {
+	for i := 0; i < n; i++ {
+		if _, err := d.c.Client.CoreV1().Pods(batchNS).Create(ctx, batchPod(fmt.Sprintf("%s-%02d", prefix, i), cpu, mem), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// settle waits until no batch pod changes node for a few seconds.
+func (d *demo) settle(ctx context.Context) {
+	last, stable := -1, 0
+	for stable < 3 && ctx.Err() == nil {
+		time.Sleep(2 * time.Second)
+		pods, err := d.c.Client.CoreV1().Pods(batchNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			continue
+		}
+		bound := 0
+		for _, p := range pods.Items {
+			if p.Spec.NodeName != "" {
+				bound++
+			}
+		}
+		if bound == last {
+			stable++
+		} else {
+			stable, last = 0, bound
+		}
+	}
+}
+
+func (d *demo) waitPublished(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		done := 0
+		for _, n := range d.nodes {
+			node, err := d.c.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if a, err := reclaimable.Parse(node.Annotations[names.Annotation]); err == nil && a.ZeroReason == "" && a.MetricsTime.After(d.start) {
+				done++
+			}
+		}
+		if done == len(d.nodes) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Second):
+		}
+	}
+	return errors.New("the publisher did not publish every node in time; see the logs in " + d.c.Dir())
+}
+
+func (d *demo) waitShrunk(ctx context.Context, timeout time.Duration) error {
+	before := map[string]int64{}
+	for _, n := range d.nodes[:2] {
+		node, err := d.c.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		a, _ := reclaimable.Parse(node.Annotations[names.Annotation])
+		before[n] = a.CPUMilli
+	}
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		shrunk := 0
+		for _, n := range d.nodes[:2] {
+			node, err := d.c.Client.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{})
+			if err == nil {
+				if a, err := reclaimable.Parse(node.Annotations[names.Annotation]); err == nil && a.CPUMilli < before[n] {
+					shrunk++
+				}
+			}
+		}
+		if shrunk == 2 {
+			return nil
+		}
+		time.Sleep(2 * time.Second)
+	}
+	return errors.New("published values did not shrink yet")
+}
+
+type nodeRow struct {
+	name               string
+	allocCPU, allocMem int64
+	usageCPU, usageMem int64
+	pubCPU, pubMem     int64
+	reqCPU, reqMem     int64
+	batch, regular     int
+	stale              string
+}
+
+func (d *demo) rows(ctx context.Context) ([]nodeRow, error) {
+	nodes, err := d.c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	pods, err := d.c.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	usage := map[string][2]int64{}
+	if m, err := d.c.Metrics.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{}); err == nil {
+		for _, nm := range m.Items {
+			usage[nm.Name] = [2]int64{nm.Usage.Cpu().MilliValue(), nm.Usage.Memory().Value()}
+		}
+	}
+	byName := map[string]*nodeRow{}
+	var rows []nodeRow
+	for _, n := range nodes.Items {
+		f := reclaimable.Judge(n.Annotations[names.Annotation], n.Annotations[names.Annotation] != "", time.Now(), reclaimable.DefaultStaleAfter, true)
+		r := nodeRow{name: n.Name, allocCPU: n.Status.Allocatable.Cpu().MilliValue(), allocMem: n.Status.Allocatable.Memory().Value(),
+			usageCPU: usage[n.Name][0], usageMem: usage[n.Name][1], pubCPU: f.Values.CPUMilli, pubMem: f.Values.MemoryBytes, stale: f.Reason}
+		rows = append(rows, r)
+	}
+	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })
+	for i := range rows {
+		byName[rows[i].name] = &rows[i]
+	}
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		r := byName[p.Spec.NodeName]
+		if r == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		if req, _ := names.PodRequest(p); !req.IsZero() {
+			r.reqCPU += req.CPUMilli
+			r.reqMem += req.MemoryBytes
+			r.batch++
+		} else {
+			r.regular++
+		}
+	}
+	return rows, nil
+}
+
+func (d *demo) table(ctx context.Context, title string) {
+	rows, err := d.rows(ctx)
+	if err != nil {
+		d.step("table: %v", err)
+		return
+	}
+	d.step("%s:", title)
+	w := tabwriter.NewWriter(d.out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "NODE\tALLOC CPU\tALLOC MEM\tUSAGE CPU\tUSAGE MEM\tRECLAIMED CPU\tRECLAIMED MEM\tBATCH REQ CPU\tBATCH REQ MEM\tBATCH\tREGULAR\t")
+	for _, r := range rows {
+		pub := fmt.Sprintf("%dm", r.pubCPU)
+		if r.stale != "" {
+			pub = "0 (" + r.stale + ")"
+		}
+		fmt.Fprintf(w, "%s\t%dm\t%s\t%dm\t%s\t%s\t%s\t%dm\t%s\t%d\t%d\t\n", r.name, r.allocCPU, gib(r.allocMem), r.usageCPU, gib(r.usageMem),
+			pub, gib(r.pubMem), r.reqCPU, gib(r.reqMem), r.batch, r.regular)
+	}
+	w.Flush()
+}
+
+func gib(b int64) string { return fmt.Sprintf("%.1fGi", float64(b)/(1<<30)) }
+
+// placements prints where every batch pod went, and for pending ones the
+// scheduler's reason (the extender's per-node messages).
+func (d *demo) placements(ctx context.Context) {
+	pods, err := d.c.Client.CoreV1().Pods(batchNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return
+	}
+	perNode := map[string][]string{}
+	var pending []string
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			pending = append(pending, p.Name)
+			continue
+		}
+		perNode[p.Spec.NodeName] = append(perNode[p.Spec.NodeName], p.Name)
+	}
+	nodes := make([]string, 0, len(perNode))
+	for n := range perNode {
+		nodes = append(nodes, n)
+	}
+	sort.Strings(nodes)
+	for _, n := range nodes {
+		sort.Strings(perNode[n])
+		fmt.Fprintf(d.out, "    %s: %s\n", n, strings.Join(perNode[n], " "))
+	}
+	if len(pending) == 0 {
+		return
+	}
+	sort.Strings(pending)
+	fmt.Fprintf(d.out, "    Pending (%d): %s\n", len(pending), strings.Join(pending, " "))
+	evs, err := d.c.Client.CoreV1().Events(batchNS).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pending[0] + ",reason=FailedScheduling"})
+	if err == nil && len(evs.Items) > 0 {
+		fmt.Fprintf(d.out, "    why %s waits: %s\n", pending[0], evs.Items[len(evs.Items)-1].Message)
+	}
+}
+
+func (d *demo) overbooked(ctx context.Context) []string {
+	rows, err := d.rows(ctx)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var over []string
+	for _, r := range rows {
+		// Usage rose under the pods already running on the first two nodes:
+		// their published room may now be below what they hold, which is the
+		// publisher being truthful, not the extender over-booking.
+		if r.name == d.nodes[0] || r.name == d.nodes[1] {
+			continue
+		}
+		if r.reqCPU > r.pubCPU || r.reqMem > r.pubMem {
+			over = append(over, fmt.Sprintf("%s (requested %dm/%s, published %dm/%s)", r.name, r.reqCPU, gib(r.reqMem), r.pubCPU, gib(r.pubMem)))
+		}
+	}
+	return over
+}

@@ -1,0 +1,25 @@
+// Command demo is `make demo`: it starts the real local cluster, runs the
+// publisher, webhook and extender as local processes configured as deploy/
+// configures them, and shows batch pods landing on reclaimed capacity while
+// usage changes. DEMO_KEEP=1 leaves everything running at the end.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	d := &demo{out: os.Stdout, keep: os.Getenv("DEMO_KEEP") != ""}
+	err := d.run(ctx)
+	d.stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "demo failed:", err)
+		os.Exit(1)
+	}
+}
