@@ -66,7 +66,7 @@ func (m mapPods) pod(namespace, name string) (*podRecord, bool) {
 // realisticPod is what kube-scheduler sends: a Job pod with managedFields,
 // labels, env, probes, a projected token volume and status conditions.
 func realisticPod() *corev1.Pod {
-	q := func(s string) resource.Quantity { return resource.MustParse(s) }
+	q := resource.MustParse
 	rl := corev1.ResourceList{testNames.CPU: q("2000"), testNames.Memory: q("8Gi")}
 	fields := func(s string) *metav1.FieldsV1 { return &metav1.FieldsV1{Raw: []byte(s)} }
 	return &corev1.Pod{

@@ -122,7 +122,7 @@ func BenchmarkHTTPSServer(b *testing.B) {
 			go func() {
 				done <- serving.Serve(ctx, serving.NewServer(ln.Addr().String(), c.h), ln, serving.TLSConfig(certs.GetCertificate))
 			}()
-			defer func() { cancel(); <-done }()
+			defer func() { cancel(); <-done }() //nolint:errcheck // the serve error was checked by the benchmark
 			client := &http.Client{Transport: &http.Transport{
 				TLSClientConfig:     &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12},
 				MaxIdleConnsPerHost: 64,

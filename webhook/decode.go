@@ -194,7 +194,7 @@ func (r *reader) str() ([]byte, error) {
 		return b[start:i], nil
 	}
 	// Escapes (or an error): unescape into scratch.
-	out := append(r.scratch[:0], b[start:i]...)
+	out := append(r.scratch[:0], b[start:i]...) //nolint:gocritic // reuses the scratch buffer on purpose
 	for {
 		if i >= len(b) {
 			r.i = i

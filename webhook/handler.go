@@ -361,7 +361,7 @@ func readEnvelope(data []byte) envelope {
 			return env
 		}
 		key, _ := tok.(string)
-		ok := true
+		var ok bool
 		switch key {
 		case "apiVersion":
 			ok = str(&env.apiVersion)
@@ -399,7 +399,7 @@ func readRequestEnvelope(dec *json.Decoder, env *envelope, str func(*string) boo
 			return false
 		}
 		key, _ := tok.(string)
-		ok := true
+		var ok bool
 		switch key {
 		case "uid":
 			ok = str(&env.uid)

@@ -132,7 +132,8 @@ func RealisticNode(names reclaimable.Names, now time.Time, needsPatch bool) *cor
 				MachineID: "ec2b3c4d5e6f708192a3b4c5d6e7f809", SystemUUID: "ec2b3c4d-5e6f-7081-92a3-b4c5d6e7f809",
 				BootID: "5d6e7f80-9a1b-4c2d-8e3f-4a5b6c7d8e9f", KernelVersion: "5.10.225-213.878.amzn2.x86_64",
 				OSImage: "Amazon Linux 2", ContainerRuntimeVersion: "containerd://1.7.22", KubeletVersion: "v1.34.4",
-				KubeProxyVersion: "v1.34.4", OperatingSystem: "linux", Architecture: "amd64",
+				KubeProxyVersion: "v1.34.4", //nolint:staticcheck // real kubelets still report it; the sample must be as large as theirs
+				OperatingSystem:  "linux", Architecture: "amd64",
 			},
 			Images: images,
 		},

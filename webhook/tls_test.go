@@ -168,7 +168,7 @@ func TestSelfSignedCertificateIsTrustedThroughItsCABundle(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 200 || !bytes.Contains(body, []byte(`"patchType":"JSONPatch"`)) {
+	if res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"patchType":"JSONPatch"`)) {
 		t.Fatalf("answer %d %s", res.StatusCode, body)
 	}
 	leaf := certs.Leaf()
@@ -236,7 +236,7 @@ func TestRunServesTheWebhookAndHealth(t *testing.T) {
 		res, err := http.Get("http://" + o.HealthAddress + "/readyz")
 		if err == nil {
 			res.Body.Close()
-			if res.StatusCode == 200 {
+			if res.StatusCode == http.StatusOK {
 				break
 			}
 		}
@@ -253,7 +253,7 @@ func TestRunServesTheWebhookAndHealth(t *testing.T) {
 	}
 	body, _ := io.ReadAll(res.Body)
 	res.Body.Close()
-	if res.StatusCode != 200 || !bytes.Contains(body, []byte(`"allowed":true`)) {
+	if res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"allowed":true`)) {
 		t.Fatalf("answer %d %s", res.StatusCode, body)
 	}
 	res, err = http.Get("http://" + o.HealthAddress + "/metrics")

@@ -13,13 +13,16 @@ import (
 )
 
 func main() {
-	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer cancel()
-	d := &demo{out: os.Stdout, keep: os.Getenv("DEMO_KEEP") != ""}
-	err := d.run(ctx)
-	d.stop()
-	if err != nil {
+	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "demo failed:", err)
 		os.Exit(1)
 	}
+}
+
+func run() error {
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	d := &demo{out: os.Stdout, keep: os.Getenv("DEMO_KEEP") != ""}
+	defer d.stop()
+	return d.run(ctx)
 }

@@ -84,7 +84,7 @@ func up(state string, nodes int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(self, "serve", "-nodes", strconv.Itoa(nodes))
+	cmd := exec.Command(self, "serve", "-nodes", strconv.Itoa(nodes)) //nolint:noctx // a daemon that outlives this command
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlive this shell command
 	if err := cmd.Start(); err != nil {
@@ -101,7 +101,7 @@ func up(state string, nodes int) error {
 		select {
 		case err := <-exited:
 			data, _ := os.ReadFile(logPath)
-			return fmt.Errorf("cluster exited (%v):\n%s", err, data)
+			return fmt.Errorf("cluster exited (%w):\n%s", err, data)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

@@ -31,7 +31,7 @@ func NewServer(addr string, h http.Handler) *http.Server {
 // ListenAndServe listens on srv.Addr (over TLS when tlsConfig is not nil)
 // and serves until ctx ends, then shuts down gracefully.
 func ListenAndServe(ctx context.Context, srv *http.Server, tlsConfig *tls.Config) error {
-	ln, err := net.Listen("tcp", srv.Addr)
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", srv.Addr)
 	if err != nil {
 		return err
 	}

@@ -209,7 +209,7 @@ func (c *Cluster) WaitNodesReady(ctx context.Context, names []string, timeout ti
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
 		list, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
 		if err != nil {
-			return false, nil
+			return false, nil //nolint:nilerr // keep polling through transient errors
 		}
 		ready := 0
 		for i := range list.Items {

@@ -68,7 +68,7 @@ func (p *Process) Start() error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(p.Path, p.Args...)
+	cmd := exec.Command(p.Path, p.Args...) //nolint:noctx // lives until Stop, not until some context ends
 	cmd.Stdout, cmd.Stderr = logf, logf
 	// Setpgid: stop the whole group. Pdeathsig: if the test binary is killed
 	// outright (SIGKILL), the kernel still takes the children down.

@@ -139,7 +139,7 @@ func TestLocalCluster(t *testing.T) {
 		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 			p, err := c.Client.CoreV1().Pods("default").Get(ctx, "plain", metav1.GetOptions{})
 			if err != nil {
-				return false, nil
+				return false, nil //nolint:nilerr // keep polling through transient errors
 			}
 			node = p.Spec.NodeName
 			return node != "" && p.Status.Phase == corev1.PodRunning, nil

@@ -187,22 +187,22 @@ func TestExtender(t *testing.T) {
 	})
 
 	// Three nodes with room in proportion 10 : 3 : 2 (pods ask 1 core, 1 GiB).
-	strat := addGroup("strat", 3)
-	annotate(strat[0], 10000, 10*gib, time.Now())
-	annotate(strat[1], 3000, 3*gib, time.Now())
-	annotate(strat[2], 2000, 2*gib, time.Now())
-	mustNamespace(t, c, "strat")
+	strategyNodes := addGroup("strategy", 3)
+	annotate(strategyNodes[0], 10000, 10*gib, time.Now())
+	annotate(strategyNodes[1], 3000, 3*gib, time.Now())
+	annotate(strategyNodes[2], 2000, 2*gib, time.Now())
+	mustNamespace(t, c, "strategy")
 	waitCached(3)
 
 	t.Run("spread places pods on the node with the most room left", func(t *testing.T) {
 		for i := 0; i < 2; i++ {
 			name := fmt.Sprintf("spread-%d", i)
-			mustCreatePod(t, c, reclaimedPod("strat", name, "strat", 1000, gib))
-			if got := podNode(t, c, "strat", name, 30*time.Second); got != strat[0] {
-				t.Errorf("%s on %q, want %s (most room)", name, got, strat[0])
+			mustCreatePod(t, c, reclaimedPod("strategy", name, "strategy", 1000, gib))
+			if got := podNode(t, c, "strategy", name, 30*time.Second); got != strategyNodes[0] {
+				t.Errorf("%s on %q, want %s (most room)", name, got, strategyNodes[0])
 			}
 		}
-		deleteAllPods(t, c, "strat")
+		deleteAllPods(t, c, "strategy")
 	})
 
 	t.Run("binpack fills the node with the least room left first", func(t *testing.T) {
@@ -211,15 +211,15 @@ func TestExtender(t *testing.T) {
 		}
 		ext = startRole(t, c, "extender", "extender", extArgs("binpack")...)
 		waitCached(3)
-		want := []string{strat[2], strat[2], strat[1]}
+		want := []string{strategyNodes[2], strategyNodes[2], strategyNodes[1]}
 		for i, w := range want {
 			name := fmt.Sprintf("binpack-%d", i)
-			mustCreatePod(t, c, reclaimedPod("strat", name, "strat", 1000, gib))
-			if got := podNode(t, c, "strat", name, 30*time.Second); got != w {
+			mustCreatePod(t, c, reclaimedPod("strategy", name, "strategy", 1000, gib))
+			if got := podNode(t, c, "strategy", name, 30*time.Second); got != w {
 				t.Errorf("%s on %q, want %s", name, got, w)
 			}
 		}
-		deleteAllPods(t, c, "strat")
+		deleteAllPods(t, c, "strategy")
 		if err := c.StopComponent("extender"); err != nil {
 			t.Fatal(err)
 		}
@@ -227,10 +227,10 @@ func TestExtender(t *testing.T) {
 	})
 
 	t.Run("a pod too big for every node stays Pending and its event carries the per-node reasons", func(t *testing.T) {
-		mustCreatePod(t, c, reclaimedPod("strat", "too-big", "strat", 50000, gib))
+		mustCreatePod(t, c, reclaimedPod("strategy", "too-big", "strategy", 50000, gib))
 		var msg string
 		if _, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
-			evs, err := c.Client.CoreV1().Events("strat").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=too-big"})
+			evs, err := c.Client.CoreV1().Events("strategy").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=too-big"})
 			if err != nil {
 				return false
 			}
@@ -248,10 +248,10 @@ func TestExtender(t *testing.T) {
 		if !strings.Contains(msg, "reclaimed-cpu: need 50000m") {
 			t.Errorf("event does not carry the extender's reason: %q", msg)
 		}
-		if p, _ := c.Client.CoreV1().Pods("strat").Get(ctx, "too-big", metav1.GetOptions{}); p.Spec.NodeName != "" {
+		if p, _ := c.Client.CoreV1().Pods("strategy").Get(ctx, "too-big", metav1.GetOptions{}); p.Spec.NodeName != "" {
 			t.Errorf("too-big bound to %s", p.Spec.NodeName)
 		}
-		deleteAllPods(t, c, "strat")
+		deleteAllPods(t, c, "strategy")
 	})
 
 	// 20 nodes with room for 6 pods each (120 in all), plus one stale node

@@ -45,7 +45,7 @@ func TestKubectlReclaim(t *testing.T) {
 		build := exec.Command("go", "build", "-o", filepath.Join(binDir, "kubectl-reclaim"), "./cmd/kubectl-reclaim")
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+			buildErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	}()
 	// Runs before binDir is removed, also when the test stops early.

@@ -185,8 +185,9 @@ func TestPublisher(t *testing.T) {
 		if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		cpu, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 6000, 1<<30)
-		cpu = int64(allocCPU*0.5) - 6000 - cluster.NodeBaselineCPUMilli
+		// Pool "tight" keeps 50 % of the CPU; memory keeps the default margin.
+		cpu, _ := expectedUsagePolicy(allocCPU, allocMem, 0.5, 6000, 1<<30)
+		_, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 6000, 1<<30)
 		var desc string
 		if _, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
 			var ok bool

@@ -58,7 +58,7 @@ func kubeReclaim(t testing.TB) string {
 		cmd.Dir = root
 		out, err := cmd.CombinedOutput()
 		if err != nil {
-			binErr = fmt.Errorf("go build: %v\n%s", err, out)
+			binErr = fmt.Errorf("go build: %w\n%s", err, out)
 		}
 	})
 	if binErr != nil {
