@@ -26,7 +26,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -56,10 +55,6 @@ const (
 	// pod that was never bound, which happens only when a Binding's outcome
 	// was unknown and the pod was then deleted or bound elsewhere by others.
 	DefaultAssumeTimeout = 30 * time.Second
-	// DefaultPublisherLeaseNamespace and DefaultPublisherLeaseName name the
-	// publisher's leader Lease.
-	DefaultPublisherLeaseNamespace = "kube-reclaim"
-	DefaultPublisherLeaseName      = "kube-reclaim-publisher"
 )
 
 // certReloadInterval is how often the serving certificate files are polled.
@@ -73,13 +68,7 @@ type Options struct {
 	// TLSCertFile and TLSPrivateKeyFile switch the server to HTTPS (both or neither).
 	TLSCertFile       string
 	TLSPrivateKeyFile string
-	// StaleAfter: an annotation written longer ago counts as zero.
-	StaleAfter time.Duration
-	// PublisherLeaseNamespace/Name: the publisher's leader Lease; while it is
-	// not renewed for two lease durations every node counts as zero. Empty
-	// name disables the check.
-	PublisherLeaseNamespace string
-	PublisherLeaseName      string
+	leaderlease.Staleness
 	// Strategy is spread or binpack.
 	Strategy string
 	// AssumeTimeout ends an assumption the informer has not confirmed.
@@ -89,13 +78,11 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Common:                  cli.DefaultCommon(DefaultHealthAddress),
-		ListenAddress:           DefaultListenAddress,
-		StaleAfter:              reclaimable.DefaultStaleAfter,
-		PublisherLeaseNamespace: DefaultPublisherLeaseNamespace,
-		PublisherLeaseName:      DefaultPublisherLeaseName,
-		Strategy:                StrategySpread,
-		AssumeTimeout:           DefaultAssumeTimeout,
+		Common:        cli.DefaultCommon(DefaultHealthAddress),
+		ListenAddress: DefaultListenAddress,
+		Staleness:     leaderlease.DefaultStaleness(),
+		Strategy:      StrategySpread,
+		AssumeTimeout: DefaultAssumeTimeout,
 	}
 }
 
@@ -105,9 +92,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address serving the scheduler extender verbs POST /filter, /prioritize and /bind (HTTPS when --tls-cert-file is set, else HTTP).")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate (PEM) for HTTPS, re-read when the file changes. Requires --tls-private-key-file.")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key (PEM) of --tls-cert-file.")
-	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "A node whose reclaimable annotation was written longer ago than this offers no reclaimed room. Must match the webhook's value and exceed the publisher's --refresh-interval.")
-	fs.StringVar(&o.PublisherLeaseNamespace, "publisher-lease-namespace", o.PublisherLeaseNamespace, "Namespace of the publisher's leader Lease.")
-	fs.StringVar(&o.PublisherLeaseName, "publisher-lease-name", o.PublisherLeaseName, "Name of the publisher's leader Lease; while it is not renewed for two lease durations no node offers reclaimed room. Empty disables the check (the annotation's write time still bounds staleness).")
+	o.Staleness.AddFlags(fs, "the node offers no reclaimed room")
 	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "Prioritize strategy: spread (favour nodes with the most reclaimed room left) or binpack (the least).")
 	fs.DurationVar(&o.AssumeTimeout, "assume-timeout", o.AssumeTimeout, "How long a pod bound by this extender keeps its room reserved while the pod informer has not shown it bound. Must exceed the watch lag (see kube_reclaim_extender_assumption_confirm_duration_seconds); too short risks over-booking.")
 }
@@ -121,22 +106,12 @@ func (o *Options) Validate() error {
 	if (o.TLSCertFile == "") != (o.TLSPrivateKeyFile == "") {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file must be set together"))
 	}
-	if o.StaleAfter <= 0 {
-		errs = append(errs, fmt.Errorf("--stale-after must be positive, got %s", o.StaleAfter))
-	}
+	errs = append(errs, o.Staleness.Validate())
 	if o.AssumeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--assume-timeout must be positive, got %s", o.AssumeTimeout))
 	}
 	if o.Strategy != StrategySpread && o.Strategy != StrategyBinpack {
 		errs = append(errs, fmt.Errorf("--strategy: %q is neither %s nor %s", o.Strategy, StrategySpread, StrategyBinpack))
-	}
-	if o.PublisherLeaseName != "" {
-		for _, msg := range validation.IsDNS1123Subdomain(o.PublisherLeaseName) {
-			errs = append(errs, fmt.Errorf("--publisher-lease-name: %q: %s", o.PublisherLeaseName, msg))
-		}
-		for _, msg := range validation.IsDNS1123Label(o.PublisherLeaseNamespace) {
-			errs = append(errs, fmt.Errorf("--publisher-lease-namespace: %q: %s", o.PublisherLeaseNamespace, msg))
-		}
 	}
 	return errors.Join(errs...)
 }
@@ -209,10 +184,7 @@ func (o *Options) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("creating API client: %w", err)
 	}
-	var tracker *leaderlease.Tracker
-	if o.PublisherLeaseName != "" {
-		tracker = leaderlease.New(client, o.PublisherLeaseNamespace, o.PublisherLeaseName)
-	}
+	tracker := o.NewTracker(client)
 	reg := prometheus.NewRegistry()
 	health := serving.NewHealth(reg)
 	ext, err := newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,

@@ -52,7 +52,7 @@ func TestOptionsValidate(t *testing.T) {
 			`--listen-address: "8888" is not host:port`,
 			"--tls-cert-file and --tls-private-key-file must be set together",
 			"--resource-domain",
-			`--publisher-lease-namespace: "Bad_NS"`,
+			`--publisher-lease-namespace "Bad_NS"`,
 		}},
 	}
 	for _, tt := range tests {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -164,7 +165,7 @@ func KubeSchedulerConfigYAML(urlPrefix, domain string) (string, error) {
 		"leaderElection:\n" +
 		"  leaderElect: true\n" +
 		"  resourceName: " + SchedulerName + "\n" +
-		"  resourceNamespace: " + DefaultPublisherLeaseNamespace + "\n" +
+		"  resourceNamespace: " + leaderlease.DefaultNamespace + "\n" +
 		ProfilesYAML(SchedulerName) + ext, nil
 }
 

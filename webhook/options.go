@@ -17,17 +17,14 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
-	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
 // Defaults of the webhook's flags.
 const (
-	DefaultListenAddress           = ":8443"
-	DefaultHealthAddress           = ":8081"
-	DefaultTLSReloadInterval       = 5 * time.Second
-	DefaultCABundleResyncInterval  = time.Minute
-	DefaultPublisherLeaseNamespace = "kube-reclaim"
-	DefaultPublisherLeaseName      = "kube-reclaim-publisher"
+	DefaultListenAddress          = ":8443"
+	DefaultHealthAddress          = ":8081"
+	DefaultTLSReloadInterval      = 5 * time.Second
+	DefaultCABundleResyncInterval = time.Minute
 	// MinMaxRequestBytes is the smallest --max-request-bytes accepted: a
 	// real review of an ordinary node is 20-40 KB.
 	MinMaxRequestBytes int64 = 64 << 10
@@ -41,11 +38,9 @@ type Options struct {
 	TLSCertFile       string
 	TLSKeyFile        string
 	TLSReloadInterval time.Duration
-	StaleAfter        time.Duration
 	MaxRequestBytes   int64
 
-	PublisherLeaseNamespace string
-	PublisherLeaseName      string
+	leaderlease.Staleness
 
 	SelfSigned               bool
 	WebhookConfigurationName string
@@ -61,10 +56,8 @@ func NewOptions() *Options {
 		Common:                   cli.DefaultCommon(DefaultHealthAddress),
 		ListenAddress:            DefaultListenAddress,
 		TLSReloadInterval:        DefaultTLSReloadInterval,
-		StaleAfter:               reclaimable.DefaultStaleAfter,
+		Staleness:                leaderlease.DefaultStaleness(),
 		MaxRequestBytes:          DefaultMaxRequestBytes,
-		PublisherLeaseNamespace:  DefaultPublisherLeaseNamespace,
-		PublisherLeaseName:       DefaultPublisherLeaseName,
 		WebhookConfigurationName: DefaultConfigurationName,
 		ServiceName:              DefaultServiceName,
 		ServiceNamespace:         DefaultServiceNamespace,
@@ -79,10 +72,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates), re-read when it changes. Required with --tls-private-key-file unless --self-signed.")
 	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", o.TLSKeyFile, "PEM private key of --tls-cert-file, re-read when it changes.")
 	fs.DurationVar(&o.TLSReloadInterval, "tls-reload-interval", o.TLSReloadInterval, "How often the certificate files are checked for changes.")
-	fs.DurationVar(&o.StaleAfter, "stale-after", o.StaleAfter, "A reclaimable annotation written longer ago than this counts as zero.")
+	o.Staleness.AddFlags(fs, "the webhook injects 0")
 	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", o.MaxRequestBytes, fmt.Sprintf("Largest AdmissionReview body accepted; larger bodies get HTTP 413 (the apiserver then ignores the webhook for that write). At least %d.", MinMaxRequestBytes))
-	fs.StringVar(&o.PublisherLeaseNamespace, "publisher-lease-namespace", o.PublisherLeaseNamespace, "Namespace of the publisher's leader-election Lease.")
-	fs.StringVar(&o.PublisherLeaseName, "publisher-lease-name", o.PublisherLeaseName, "Name of the publisher's leader-election Lease; when it is not renewed for two lease durations every node gets zero. Empty: not tracked (only the annotation's write time counts).")
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "Generate a CA and serving certificate in memory (ECDSA P-256) and keep the caBundle of --webhook-configuration-name patched with it. For a single replica; use certificate files for more.")
 	fs.StringVar(&o.WebhookConfigurationName, "webhook-configuration-name", o.WebhookConfigurationName, "MutatingWebhookConfiguration whose caBundle --self-signed patches (every webhook entry).")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Service in front of the webhook; with --self-signed its DNS names go into the certificate. Empty: none.")
@@ -136,19 +127,11 @@ func (o *Options) Validate() error {
 			}
 		}
 	}
-	if o.StaleAfter <= 0 {
-		errs = append(errs, fmt.Errorf("--stale-after must be positive, got %s", o.StaleAfter))
+	if err := o.Staleness.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if o.MaxRequestBytes < MinMaxRequestBytes {
 		errs = append(errs, fmt.Errorf("--max-request-bytes must be at least %d, got %d", MinMaxRequestBytes, o.MaxRequestBytes))
-	}
-	if o.PublisherLeaseName != "" {
-		if msgs := validation.IsDNS1123Subdomain(o.PublisherLeaseName); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--publisher-lease-name %q: %v", o.PublisherLeaseName, msgs))
-		}
-		if msgs := validation.IsDNS1123Label(o.PublisherLeaseNamespace); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--publisher-lease-namespace %q: %v", o.PublisherLeaseNamespace, msgs))
-		}
 	}
 	return errors.Join(errs...)
 }
@@ -179,9 +162,8 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 	}
 
-	var tracker *leaderlease.Tracker
-	if o.PublisherLeaseName != "" {
-		tracker = leaderlease.New(client, o.PublisherLeaseNamespace, o.PublisherLeaseName)
+	tracker := o.NewTracker(client)
+	if tracker != nil {
 		go tracker.Run(ctx)
 		health.AddReadyCheck("publisher-lease", func() error {
 			if !tracker.HasSynced() {
