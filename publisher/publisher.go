@@ -309,7 +309,10 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 	var prev *policy.Published
 	if a, err := reclaimable.Parse(node.Annotations[p.names.Annotation]); err == nil {
 		prev = &policy.Published{Values: policy.Resources{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes}, WriteTime: a.WriteTime}
-		next = p.suppressNoise(prev.Values, next, p.promised(node.Name))
+		// A refresh is due anyway: write the true value, small decreases included.
+		if now.Sub(a.WriteTime) < p.opts.RefreshInterval {
+			next = p.suppressNoise(prev.Values, next, p.promised(node.Name))
+		}
 	}
 	publish, reason := policy.ShouldPublish(prev, policy.Resources{CPUMilli: next.CPUMilli, MemoryBytes: next.MemoryBytes},
 		now, settings.ChangeThreshold, p.opts.RefreshInterval)

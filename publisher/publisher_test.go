@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -67,45 +68,66 @@ func TestSuppressNoise(t *testing.T) {
 	}
 }
 
+// newTestPublisher runs a publisher against fake clients holding nodes that
+// each use 2 cores and 1 GiB of 10 cores and 10 GiB (so the usage policy
+// publishes 4500m and 10Gi x 0.65 - 1Gi).
+func newTestPublisher(t *testing.T, ctx context.Context, nodes ...*corev1.Node) (*Publisher, *fake.Clientset) {
+	t.Helper()
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10"), corev1.ResourceMemory: resource.MustParse("10Gi")}
+	objs := make([]runtime.Object, 0, len(nodes))
+	mc := metricsfake.NewSimpleClientset()
+	for _, n := range nodes {
+		n.Status = corev1.NodeStatus{Capacity: res, Allocatable: res}
+		objs = append(objs, n)
+		// The fake tracker would guess the resource "nodemetricses"; the client lists "nodes".
+		if err := mc.Tracker().Create(schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "nodes"}, &metricsv1beta1.NodeMetrics{
+			ObjectMeta: metav1.ObjectMeta{Name: n.Name},
+			Timestamp:  metav1.NewTime(time.Now().Add(-5 * time.Second)),
+			Usage:      corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")},
+		}, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	client := fake.NewSimpleClientset(objs...)
+	p := New(NewOptions(), client, mc, prometheus.NewRegistry())
+	p.startInformers(ctx)
+	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
+		t.Fatal("informers not synced")
+	}
+	return p, client
+}
+
+const wantCPU, wantMem = int64(4500), int64(10<<30)*65/100 - (1 << 30)
+
+func annotation(t *testing.T, client *fake.Clientset, node string) reclaimable.Annotation {
+	t.Helper()
+	got, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := reclaimable.Parse(got.Annotations[reclaimable.MustNames(reclaimable.DefaultDomain).Annotation])
+	if err != nil {
+		t.Fatalf("annotation: %v", err)
+	}
+	return a
+}
+
 // A full cycle against fake clients: the annotation and equal status values
 // are written, and a second cycle with the same usage writes nothing.
 func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10"), corev1.ResourceMemory: resource.MustParse("10Gi")}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Capacity: res, Allocatable: res}}
-	client := fake.NewSimpleClientset(node)
-	now := time.Now()
-	mc := metricsfake.NewSimpleClientset()
-	// The fake tracker would guess the resource "nodemetricses"; the client lists "nodes".
-	if err := mc.Tracker().Create(schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "nodes"}, &metricsv1beta1.NodeMetrics{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
-		Timestamp:  metav1.NewTime(now.Add(-5 * time.Second)),
-		Usage:      corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")},
-	}, ""); err != nil {
-		t.Fatal(err)
-	}
-	o := NewOptions()
-	p := New(o, client, mc, prometheus.NewRegistry())
-	p.startInformers(ctx)
-	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
-		t.Fatal("informers not synced")
-	}
+	p, client := newTestPublisher(t, ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
 	p.Cycle(ctx)
 
+	a := annotation(t, client, "n1")
+	if a.CPUMilli != wantCPU || a.MemoryBytes != wantMem {
+		t.Errorf("annotation cpu=%d mem=%d, want %d and %d", a.CPUMilli, a.MemoryBytes, wantCPU, wantMem)
+	}
 	got, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
-	}
-	a, err := reclaimable.Parse(got.Annotations[names.Annotation])
-	if err != nil {
-		t.Fatalf("annotation: %v", err)
-	}
-	// usage policy: 10000 x 0.65 - 2000 = 4500m; 10Gi x 0.65 - 1Gi.
-	wantCPU, wantMem := int64(4500), int64(10<<30)*65/100-(1<<30)
-	if a.CPUMilli != wantCPU || a.MemoryBytes != wantMem {
-		t.Errorf("annotation cpu=%d mem=%d, want %d and %d", a.CPUMilli, a.MemoryBytes, wantCPU, wantMem)
 	}
 	for _, l := range []corev1.ResourceList{got.Status.Capacity, got.Status.Allocatable} {
 		if q := l[names.CPU]; q.Value() != wantCPU {
@@ -134,5 +156,29 @@ func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 		if a.GetVerb() == "patch" {
 			t.Errorf("steady state wrote: %s %s", a.GetVerb(), a.GetSubresource())
 		}
+	}
+}
+
+// A decrease below --decrease-threshold waits, but only until the refresh:
+// the refresh writes the true value rather than sealing the old one again.
+func TestSmallDecreaseWaitsForTheRefreshAndNoLonger(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	old := func(name string, written time.Time) *corev1.Node {
+		// 0.4 % above what the policy now computes: measurement noise.
+		v, err := reclaimable.Annotation{CPUMilli: wantCPU + 18, MemoryBytes: wantMem, Policy: "usage", WriteTime: written}.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{names.Annotation: v}}}
+	}
+	p, client := newTestPublisher(t, ctx, old("recent", time.Now().Add(-time.Minute)), old("due", time.Now().Add(-6*time.Minute)))
+	p.Cycle(ctx)
+	if a := annotation(t, client, "recent"); a.CPUMilli != wantCPU+18 {
+		t.Errorf("recent annotation: cpu %d, want the noise suppressed (%d)", a.CPUMilli, wantCPU+18)
+	}
+	if a := annotation(t, client, "due"); a.CPUMilli != wantCPU || time.Since(a.WriteTime) > time.Minute {
+		t.Errorf("refreshed annotation: cpu %d written %s, want %d written now", a.CPUMilli, a.WriteTime, wantCPU)
 	}
 }

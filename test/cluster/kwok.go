@@ -12,8 +12,10 @@ import (
 // Listing any node stage drops kwok's default node stages, so initialisation
 // is listed too. Pod stages stay kwok's defaults.
 func kwokConfig(heartbeat time.Duration, leaseSeconds int) string {
+	// kwok waits a random time between durationMilliseconds and
+	// jitterDurationMilliseconds: an interval plus up to half of it.
 	delay := heartbeat.Milliseconds()
-	jitter := delay / 2
+	jitter := delay + delay/2
 	return fmt.Sprintf(`apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:

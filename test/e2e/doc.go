@@ -1,0 +1,15 @@
+// Package e2e holds the end-to-end tests of kube-reclaim: the whole pipeline
+// (publisher, webhook and extender as real processes configured the way
+// deploy/ configures them, a real kube-apiserver, kube-scheduler,
+// controller-manager, kwok as the kubelet of every node and metrics-server)
+// on one local cluster from test/cluster, under faults and bad input. No
+// fakes.
+//
+// Run it with
+//
+//	go test ./test/e2e/ -v -count=1 -timeout 40m
+//
+// It takes about 15 minutes on 2 cores. -short skips the long tests (the
+// usage trace and the fault tests that wait out real timeouts) and keeps
+// the extender, burst and bad-input tests.
+package e2e

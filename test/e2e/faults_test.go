@@ -1,0 +1,531 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/stack"
+)
+
+// heartbeatWait bounds the wait for one kwok heartbeat (5 s plus up to 2.5 s
+// of jitter) on a busy machine.
+const heartbeatWait = 45 * time.Second
+
+// webhookDown is how long the webhook stays down in testWebhookDown.
+const webhookDown = 2 * time.Minute
+
+func (e *env) testWebhookDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("keeps the webhook down for 2 minutes")
+	}
+	ctx := context.Background()
+	t.Cleanup(func() { e.ensureStack(t) })
+	failOpen0 := apiserverMetric(t, e.c, "apiserver_admission_webhook_fail_open_count", `name="node-status.kube-reclaim.io"`)
+	if err := e.c.KillComponent(stack.Webhook); err != nil {
+		t.Fatal(err)
+	}
+	down := time.Now()
+	beats := map[string]int{}
+	last := map[string]time.Time{}
+	seen := map[string]time.Time{} // when a new heartbeat time was first seen
+	maxGap := map[string]time.Duration{}
+	mismatch := map[string]int{} // consecutive polls with status != annotation
+	polls := 0
+	for time.Since(down) < webhookDown {
+		vs, err := views(ctx, e.c, e.nodes)
+		if err != nil {
+			t.Logf("listing nodes: %v", err)
+			time.Sleep(2 * time.Second)
+			continue
+		}
+		polls++
+		now := time.Now()
+		for _, n := range e.nodes {
+			v := vs[n]
+			if !v.ready {
+				t.Errorf("[%5.1fs] node %s not Ready while the webhook is down", now.Sub(down).Seconds(), n)
+			}
+			if v.heartbeat.After(last[n]) {
+				if !last[n].IsZero() {
+					beats[n]++
+					maxGap[n] = max(maxGap[n], now.Sub(seen[n]))
+				}
+				last[n], seen[n] = v.heartbeat, now
+			}
+			// The publisher may have written the annotation and not yet the
+			// status at the instant of a poll; two polls in a row may not.
+			if !v.fresh.Fresh || v.ann.CPUMilli == 0 || !v.statusMatchesAnnotation() {
+				mismatch[n]++
+				if mismatch[n] == 2 {
+					t.Errorf("[%5.1fs] node %s: published values not intact in status: annotation %s, capacity %+v, allocatable %+v",
+						now.Sub(down).Seconds(), n, v.raw, v.capacity, v.allocatable)
+				}
+			} else {
+				mismatch[n] = 0
+			}
+		}
+		time.Sleep(2 * time.Second)
+	}
+	upAt := time.Now()
+	for _, n := range e.nodes {
+		maxGap[n] = max(maxGap[n], upAt.Sub(seen[n]))
+	}
+	writers := checkStatusWrites(t, e.c, down, upAt)
+	failOpen := apiserverMetric(t, e.c, "apiserver_admission_webhook_fail_open_count", `name="node-status.kube-reclaim.io"`) - failOpen0
+	minBeats, worstGap := int(^uint(0)>>1), time.Duration(0)
+	for _, n := range e.nodes {
+		minBeats = min(minBeats, beats[n])
+		worstGap = max(worstGap, maxGap[n])
+	}
+	t.Logf("webhook down %s: %d polls; heartbeats per node %v (fewest %d), longest gap between heartbeats seen %s",
+		webhookDown, polls, beats, minBeats, worstGap.Round(100*time.Millisecond))
+	t.Logf("node status writes while down, by writer: %v; the apiserver failed open on %v webhook calls", writers, failOpen)
+	// 5 s + up to 2.5 s of jitter: at least 16 heartbeats in 2 minutes; allow
+	// a busy machine half of that.
+	if minBeats < 8 {
+		t.Errorf("a node heartbeated only %d times in %s with the webhook down", minBeats, webhookDown)
+	}
+	if worstGap > 30*time.Second {
+		t.Errorf("a node went %s without a heartbeat while the webhook was down", worstGap.Round(time.Second))
+	}
+	if writers["kwok"] < len(e.nodes)*8 {
+		t.Errorf("the audit log shows %d kwok status writes while down, want >= %d", writers["kwok"], len(e.nodes)*8)
+	}
+	if failOpen < 1 {
+		t.Errorf("the apiserver never failed open on the webhook: was it really called and down? (fail_open_count +%v)", failOpen)
+	}
+
+	// Back up: the apiserver calls it again on the next heartbeats, and every
+	// node converges to its annotation.
+	if err := e.s.StartRole(ctx, stack.Webhook); err != nil {
+		t.Fatal(err)
+	}
+	restarted := time.Now()
+	since := map[string]time.Time{}
+	for n, v := range mustViews(t, e) {
+		since[n] = v.heartbeat
+	}
+	var waiting []string
+	took, ok := pollUntil(2*heartbeatWait, time.Second, func() bool {
+		vs, err := views(ctx, e.c, e.nodes)
+		if err != nil {
+			return false
+		}
+		waiting = waiting[:0]
+		for _, n := range e.nodes {
+			v := vs[n]
+			if !v.heartbeat.After(since[n]) || !v.fresh.Fresh || !v.statusMatchesAnnotation() || !v.ready {
+				waiting = append(waiting, n)
+			}
+		}
+		return len(waiting) == 0
+	})
+	if !ok {
+		t.Fatalf("not converged %s after the webhook came back: %v", took.Round(time.Second), waiting)
+	}
+	reviews := scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_review_duration_seconds_count")
+	errs := scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_errors_total")
+	t.Logf("back up: every node heartbeated through the webhook with status equal to its annotation %s after the restart; %v reviews, %v errors",
+		took.Round(100*time.Millisecond), reviews, errs)
+	if reviews < float64(len(e.nodes)) {
+		t.Errorf("the webhook answered %v reviews after coming back, want >= one per node (%d)", reviews, len(e.nodes))
+	}
+	if errs != 0 {
+		t.Errorf("the webhook counted %v errors after coming back", errs)
+	}
+	checkStatusWrites(t, e.c, restarted, time.Now())
+}
+
+func mustViews(t *testing.T, e *env) map[string]nodeView {
+	t.Helper()
+	vs, err := views(context.Background(), e.c, e.nodes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vs
+}
+
+// waitZero waits until every node's annotation and status say zero, and
+// returns when each got there (measured from start).
+func (e *env) waitZero(t *testing.T, start time.Time, timeout time.Duration, annotationToo bool) map[string]time.Duration {
+	t.Helper()
+	at := map[string]time.Duration{}
+	pollUntil(timeout, 500*time.Millisecond, func() bool {
+		vs, err := views(context.Background(), e.c, e.nodes)
+		if err != nil {
+			return false
+		}
+		for _, n := range e.nodes {
+			v := vs[n]
+			if _, done := at[n]; done {
+				continue
+			}
+			zeroStatus := v.hasStatus && v.capacity.IsZero() && v.allocatable.IsZero()
+			zeroAnn := v.ann != nil && v.ann.CPUMilli == 0 && v.ann.MemoryBytes == 0
+			if zeroStatus && (zeroAnn || !annotationToo) {
+				at[n] = time.Since(start)
+			}
+		}
+		return len(at) == len(e.nodes)
+	})
+	return at
+}
+
+func worstOf(m map[string]time.Duration) (string, time.Duration) {
+	var node string
+	var w time.Duration
+	for n, d := range m {
+		if d >= w {
+			node, w = n, d
+		}
+	}
+	return node, w
+}
+
+func (e *env) testMetricsServerDown(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out --metrics-stale-after and metrics-server's recovery")
+	}
+	const ns = "metrics-down"
+	mustNamespace(t, e.c, ns)
+	t.Cleanup(func() {
+		deleteAllPods(t, e.c, ns)
+		e.ensureStack(t)
+	})
+	if err := e.c.StopComponent(cluster.MetricsServer); err != nil {
+		t.Fatal(err)
+	}
+	stopped := time.Now()
+	bound := metricsStaleAfter + 2*period
+	zeroAt := e.waitZero(t, stopped, bound+30*time.Second, true)
+	node, worst := worstOf(zeroAt)
+	t.Logf("metrics-server stopped: every node published zero after at most %s (%s), bound --metrics-stale-after + 2 periods = %s",
+		worst.Round(100*time.Millisecond), node, bound)
+	if len(zeroAt) != len(e.nodes) {
+		t.Fatalf("only %d of %d nodes reached zero within %s", len(zeroAt), len(e.nodes), bound+30*time.Second)
+	}
+	if worst > bound {
+		t.Errorf("node %s reached zero %s after metrics-server stopped, want <= %s", node, worst.Round(100*time.Millisecond), bound)
+	}
+	for n, v := range mustViews(t, e) {
+		if v.ann == nil || v.ann.ZeroReason != "metrics-stale" {
+			t.Errorf("node %s: zero reason %q, want metrics-stale (%s)", n, v.ann.ZeroReason, v.raw)
+		}
+	}
+
+	// Meanwhile the extender admits no reclaimed pod.
+	mustCreatePod(t, e.c, reclaimedPod(ns, "waits", 1000, gib))
+	created := time.Now()
+	pollUntil(20*time.Second, time.Second, func() bool {
+		if st := mustPods(t, e.c, ns); len(st.boundTo) > 0 {
+			t.Fatalf("reclaimed pod bound to %v while every node publishes zero", st.boundTo)
+		}
+		return false
+	})
+	msg := schedulingMessage(e.c, ns, "waits")
+	t.Logf("reclaimed pod still Pending %s after creation; scheduler says: %s", time.Since(created).Round(time.Second), msg)
+	if !strings.Contains(msg, "reclaimed-cpu: need 1000m, free 0m") {
+		t.Errorf("FailedScheduling does not carry the extender's reason: %q", msg)
+	}
+
+	// Recovery.
+	if err := e.c.StartComponent(cluster.MetricsServer); err != nil {
+		t.Fatal(err)
+	}
+	var notBack []string
+	back, ok := pollUntil(3*time.Minute, time.Second, func() bool {
+		notBack = notBack[:0]
+		for n, v := range mustViews(t, e) {
+			if !v.fresh.Fresh || v.ann.ZeroReason != "" || v.ann.CPUMilli == 0 || !v.statusMatchesAnnotation() {
+				notBack = append(notBack, n)
+			}
+		}
+		return len(notBack) == 0
+	})
+	if !ok {
+		t.Fatalf("nodes %v not published again %s after metrics-server came back", notBack, back.Round(time.Second))
+	}
+	took, ok := pollUntil(90*time.Second, time.Second, func() bool { return len(mustPods(t, e.c, ns).boundTo) == 1 })
+	if !ok {
+		t.Fatalf("the reclaimed pod was not scheduled %s after the values came back: %s", took.Round(time.Second), schedulingMessage(e.c, ns, "waits"))
+	}
+	t.Logf("metrics-server back: every node published again after %s, the waiting pod was placed %s later",
+		back.Round(100*time.Millisecond), took.Round(100*time.Millisecond))
+}
+
+func leaseHolder(ctx context.Context, e *env) string {
+	l, err := e.c.Client.CoordinationV1().Leases("kube-reclaim").Get(ctx, "kube-reclaim-publisher", metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return holder(l)
+}
+
+func holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+func (e *env) testPublisherFailover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits out a lease and --stale-after")
+	}
+	ctx := context.Background()
+	const ns = "failover"
+	const second = "publisher-b"
+	const shortStaleAfter = time.Minute
+	mustNamespace(t, e.c, ns)
+	t.Cleanup(func() {
+		deleteAllPods(t, e.c, ns)
+		if p := e.c.Process(second); p != nil {
+			_ = p.Stop()
+		}
+		e.ensureStack(t)
+	})
+	if refreshInterval >= shortStaleAfter {
+		t.Fatalf("the publisher's --refresh-interval (%s) must be below the readers' --stale-after (%s)", refreshInterval, shortStaleAfter)
+	}
+
+	// A second replica, configured like the first.
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := append(append([]string(nil), e.s.Args(stack.Publisher)...),
+		fmt.Sprintf("--health-address=127.0.0.1:%d", port), "--leader-elect-identity="+second)
+	if err := e.c.StartProcess(second, e.s.Bin, args...); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := pollUntil(90*time.Second, 500*time.Millisecond, func() bool {
+		ok, _ := scrapeErr(port, "kube_reclaim_publisher_is_leader")
+		return ok == 0 && e.c.Process(second).Running() && readyz(port)
+	}); !ok {
+		t.Fatalf("%s not ready as a standby:\n%s", second, e.c.Process(second).Tail(3000))
+	}
+	first := leaseHolder(ctx, e)
+	if first == "" || first == second {
+		t.Fatalf("lease held by %q, want the stack's publisher", first)
+	}
+	if scrape(t, e.s.HealthPort(stack.Publisher), "kube_reclaim_publisher_is_leader") != 1 {
+		t.Fatal("the stack's publisher does not lead")
+	}
+
+	// The leader is killed: the standby takes over within the lease duration.
+	// A candidate only sees a lease expire leaseDuration after it last saw it
+	// change, and tries every retryPeriod x [1, 2.2) (client-go's jitter).
+	if err := e.c.KillComponent(stack.Publisher); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	takeoverBound := leaseDuration + 2*time.Duration(2.2*float64(retryPeriod))
+	took, ok := pollUntil(2*takeoverBound, 200*time.Millisecond, func() bool { return leaseHolder(ctx, e) == second })
+	if !ok {
+		t.Fatalf("%s never took the lease (holder %q)", second, leaseHolder(ctx, e))
+	}
+	t.Logf("%s took over %s after the leader was killed (lease %s, retry %s, bound %s)", second, took.Round(100*time.Millisecond),
+		leaseDuration, retryPeriod, takeoverBound)
+	if took > takeoverBound {
+		t.Errorf("takeover took %s, want <= %s (lease duration plus two jittered retries)", took.Round(100*time.Millisecond), takeoverBound)
+	}
+	// The new leader publishes: its refresh rewrites every annotation within
+	// the refresh interval.
+	var stale []string
+	wrote, ok := pollUntil(refreshInterval+3*period+10*time.Second, time.Second, func() bool {
+		stale = stale[:0]
+		for n, v := range mustViews(t, e) {
+			if v.ann == nil || !v.ann.WriteTime.After(killed) || !v.statusMatchesAnnotation() {
+				stale = append(stale, n)
+			}
+		}
+		return len(stale) == 0
+	})
+	if !ok {
+		t.Fatalf("the new leader did not rewrite %v", stale)
+	}
+	t.Logf("the new leader rewrote every annotation %s after the takeover; it made %v annotation writes", wrote.Round(100*time.Millisecond),
+		scrape(t, port, "kube_reclaim_publisher_writes_total", `kind="annotation"`))
+
+	// Readers with a short --stale-after, then both publishers down for longer.
+	e.restartRole(t, stack.Webhook, "--stale-after="+shortStaleAfter.String())
+	e.restartRole(t, stack.Extender, "--stale-after="+shortStaleAfter.String())
+	e.waitPublished(t, time.Minute)
+	if err := e.c.KillComponent(second); err != nil {
+		t.Fatal(err)
+	}
+	bothDown := time.Now()
+	// The lease lapses after two lease durations, the annotations after
+	// --stale-after: the first of the two turns every node to zero at its
+	// next heartbeat.
+	zeroBound := min(2*leaseDuration, shortStaleAfter) + heartbeatWait
+	zeroAt := e.waitZero(t, bothDown, zeroBound, false)
+	node, worst := worstOf(zeroAt)
+	t.Logf("both publishers down: every node's status was zero after at most %s (%s); lease lapse %s, --stale-after %s",
+		worst.Round(100*time.Millisecond), node, 2*leaseDuration, shortStaleAfter)
+	if len(zeroAt) != len(e.nodes) {
+		t.Errorf("only %d of %d nodes zero in status within %s", len(zeroAt), len(e.nodes), zeroBound)
+	}
+	mustCreatePod(t, e.c, reclaimedPod(ns, "waits", 500, gib/2))
+
+	// Down longer than --stale-after: the next heartbeat of every node still
+	// injects zero, and the extender still admits nothing.
+	if d := shortStaleAfter + 5*time.Second - time.Since(bothDown); d > 0 {
+		time.Sleep(d)
+	}
+	stale0 := scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total")
+	before := mustViews(t, e)
+	var notZero []string
+	beat, ok := pollUntil(heartbeatWait, 500*time.Millisecond, func() bool {
+		notZero = notZero[:0]
+		pending := 0
+		for n, v := range mustViews(t, e) {
+			if !v.heartbeat.After(before[n].heartbeat) {
+				pending++
+				continue
+			}
+			if !v.hasStatus || !v.capacity.IsZero() || !v.allocatable.IsZero() {
+				notZero = append(notZero, fmt.Sprintf("%s capacity %+v allocatable %+v", n, v.capacity, v.allocatable))
+			}
+		}
+		return pending == 0
+	})
+	if !ok {
+		t.Errorf("not every node heartbeated within %s", heartbeatWait)
+	}
+	if len(notZero) > 0 {
+		t.Errorf("after %s with both publishers down, heartbeats kept reclaimed values: %v", time.Since(bothDown).Round(time.Second), notZero)
+	}
+	staleInjected := scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total") - stale0
+	if staleInjected < float64(len(e.nodes)) {
+		t.Errorf("the webhook counted %v stale injections over one heartbeat of every node, want >= %d", staleInjected, len(e.nodes))
+	}
+	st := mustPods(t, e.c, ns)
+	msg := schedulingMessage(e.c, ns, "waits")
+	t.Logf("%s after both publishers went down: next heartbeats (%s) injected zero on every node (%v stale injections: too-old %v, lease-expired %v); reclaimed pod Pending: %s",
+		time.Since(bothDown).Round(time.Second), beat.Round(100*time.Millisecond), staleInjected,
+		scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total", `reason="`+reclaimable.ReasonWriteTooOld+`"`),
+		scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total", `reason="`+reclaimable.ReasonPublisherDown+`"`), msg)
+	if len(st.boundTo) > 0 {
+		t.Errorf("the extender admitted a reclaimed pod with both publishers down: %v", st.boundTo)
+	}
+	if !strings.Contains(msg, reclaimable.ReasonWriteTooOld) && !strings.Contains(msg, reclaimable.ReasonPublisherDown) {
+		t.Errorf("FailedScheduling does not say the published values are stale: %q", msg)
+	}
+	extStale := scrape(t, e.s.HealthPort(stack.Extender), "kube_reclaim_extender_filtered_nodes_total", `reason="`+reclaimable.ReasonWriteTooOld+`"`) +
+		scrape(t, e.s.HealthPort(stack.Extender), "kube_reclaim_extender_filtered_nodes_total", `reason="`+reclaimable.ReasonPublisherDown+`"`)
+	if extStale < float64(len(e.nodes)) {
+		t.Errorf("the extender filtered %v nodes as stale, want >= %d", extStale, len(e.nodes))
+	}
+
+	// Recovery: the readers as deployed, a publisher again.
+	recover := time.Now()
+	e.ensureStack(t)
+	e.waitPublished(t, 2*time.Minute)
+	took, ok = pollUntil(90*time.Second, time.Second, func() bool { return len(mustPods(t, e.c, ns).boundTo) == 1 })
+	if !ok {
+		t.Fatalf("the reclaimed pod was not scheduled after the publisher came back: %s", schedulingMessage(e.c, ns, "waits"))
+	}
+	t.Logf("publisher back: every node fresh again and the waiting pod placed %s after the restart (placed %s after publication)",
+		time.Since(recover).Round(100*time.Millisecond), took.Round(100*time.Millisecond))
+}
+
+func readyz(port int) bool {
+	v, err := httpStatus(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	return err == nil && v == 200
+}
+
+func (e *env) testExtenderDown(t *testing.T) {
+	const ns = "extender-down"
+	mustNamespace(t, e.c, ns)
+	t.Cleanup(func() {
+		deleteAllPods(t, e.c, ns)
+		e.ensureStack(t)
+	})
+	e.waitPublished(t, 2*time.Minute)
+	if err := e.c.KillComponent(stack.Extender); err != nil {
+		t.Fatal(err)
+	}
+	var pods []*corev1.Pod
+	for i := 0; i < 10; i++ {
+		pods = append(pods, reclaimedPod(ns, fmt.Sprintf("batch-%d", i), 1000, gib))
+	}
+	for i := 0; i < 5; i++ {
+		p := regularPod(ns, fmt.Sprintf("web-%d", i), "", "100m", "128Mi")
+		pods = append(pods, p)
+	}
+	createPodsConcurrently(t, e.c, pods)
+	created := time.Now()
+	regularBound := func(st podState) int {
+		n := 0
+		for p := range st.boundTo {
+			if strings.HasPrefix(p, "web-") {
+				n++
+			}
+		}
+		return n
+	}
+	var regularTook time.Duration
+	for time.Since(created) < 30*time.Second {
+		st := mustPods(t, e.c, ns)
+		for p, n := range st.boundTo {
+			if strings.HasPrefix(p, "batch-") {
+				t.Fatalf("reclaimed pod %s bound to %s with the extender down", p, n)
+			}
+		}
+		if regularTook == 0 && regularBound(st) == 5 {
+			regularTook = time.Since(created)
+		}
+		time.Sleep(time.Second)
+	}
+	msg := schedulingMessage(e.c, ns, "batch-0")
+	t.Logf("extender down: regular pods all scheduled after %s; 10 reclaimed pods still Pending after 30s; scheduler says: %s",
+		regularTook.Round(100*time.Millisecond), msg)
+	if regularTook == 0 {
+		t.Errorf("regular pods did not all schedule with the extender down: %d of 5", regularBound(mustPods(t, e.c, ns)))
+	}
+
+	if err := e.s.StartRole(context.Background(), stack.Extender); err != nil {
+		t.Fatal(err)
+	}
+	took, ok := pollUntil(2*time.Minute, 500*time.Millisecond, func() bool { return len(mustPods(t, e.c, ns).boundTo) == 15 })
+	st := mustPods(t, e.c, ns)
+	if !ok {
+		t.Fatalf("only %d of 15 pods bound %s after the extender came back; pending %v: %s", len(st.boundTo), took.Round(time.Second),
+			st.pending, schedulingMessage(e.c, ns, st.pending[0]))
+	}
+	vs := mustViews(t, e)
+	perNode := map[string]int{}
+	for p, n := range st.boundTo {
+		if strings.HasPrefix(p, "batch-") {
+			perNode[n]++
+		}
+	}
+	for n, b := range st.bookings {
+		pub := vs[n].published()
+		if b.CPUMilli > pub.CPUMilli || b.MemoryBytes > pub.MemoryBytes {
+			t.Errorf("node %s over-booked: %dm/%s bound, %dm/%s published", n, b.CPUMilli, mib(b.MemoryBytes), pub.CPUMilli, mib(pub.MemoryBytes))
+		}
+	}
+	keys := make([]string, 0, len(perNode))
+	for n := range perNode {
+		keys = append(keys, n)
+	}
+	sort.Strings(keys)
+	var spread []string
+	for _, n := range keys {
+		spread = append(spread, fmt.Sprintf("%s:%d", n, perNode[n]))
+	}
+	t.Logf("extender back: the 10 pending reclaimed pods were placed %s after it was ready (%s); no node over-booked",
+		took.Round(100*time.Millisecond), strings.Join(spread, " "))
+}
