@@ -26,7 +26,7 @@ const webhookDown = 2 * time.Minute
 
 func (e *env) testWebhookDown(t *testing.T) {
 	if testing.Short() {
-		t.Skip("keeps the webhook down for 2 minutes")
+		t.Skip("short mode: keeps the webhook down for 2 minutes")
 	}
 	ctx := context.Background()
 	t.Cleanup(func() { e.ensureStack(t) })
@@ -194,7 +194,7 @@ func worstOf(m map[string]time.Duration) (string, time.Duration) {
 
 func (e *env) testMetricsServerDown(t *testing.T) {
 	if testing.Short() {
-		t.Skip("waits out --metrics-stale-after and metrics-server's recovery")
+		t.Skip("short mode: waits out --metrics-stale-after and metrics-server's recovery")
 	}
 	const ns = "metrics-down"
 	mustNamespace(t, e.c, ns)
@@ -280,7 +280,7 @@ func holder(l *coordinationv1.Lease) string {
 
 func (e *env) testPublisherFailover(t *testing.T) {
 	if testing.Short() {
-		t.Skip("waits out a lease and --stale-after")
+		t.Skip("short mode: waits out a lease and --stale-after")
 	}
 	ctx := context.Background()
 	const ns = "failover"

@@ -72,7 +72,7 @@ type nodeTrace struct {
 
 func (e *env) testTruthfulness(t *testing.T) {
 	if testing.Short() {
-		t.Skip("a 3-minute usage trace")
+		t.Skip("short mode: a 3-minute usage trace")
 	}
 	ctx := context.Background()
 	t.Cleanup(func() { e.setUsage(t, func(int) usage { return defaultUsage }) })
