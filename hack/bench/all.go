@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+)
+
+type allConfig struct {
+	output  string
+	skip    string
+	quick   bool
+	webhook webhookConfig
+	sched   schedulerConfig
+	rss     rssConfig
+}
+
+func (c *allConfig) flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.output, "o", "bench-results.json", "write the results as JSON to this file (empty: do not write)")
+	fs.StringVar(&c.skip, "skip", "", "comma-separated parts to skip: gotest, webhook, scheduler, rss")
+	fs.BoolVar(&c.quick, "quick", false, "small sizes and short runs to try the command out, overriding the size flags (the numbers mean little)")
+	c.webhook.flags(fs)
+	c.sched.flags(fs)
+	c.rss.flags(fs)
+}
+
+func (c *allConfig) skipped(part string) bool {
+	for _, s := range strings.Split(c.skip, ",") {
+		if strings.TrimSpace(s) == part {
+			return true
+		}
+	}
+	return false
+}
+
+// goBenches are the Go benchmarks of `bench all`, with a fixed -benchtime so
+// that runs compare; quick only lowers the counts.
+func goBenches(quick bool) []goBench {
+	if quick {
+		return []goBench{
+			{"./webhook/", "^BenchmarkHandler$", "300x"},
+			{"./extender/", "^BenchmarkFilterPrioritize$", "100x"},
+			{"./policy/", "^BenchmarkComputeCluster$", "1x"},
+			{"./publisher/", "^(BenchmarkCycle|BenchmarkCycleWrites)$", "1x"},
+		}
+	}
+	return []goBench{
+		{"./webhook/", "^BenchmarkHandler$", "5000x"},
+		{"./extender/", "^BenchmarkFilterPrioritize$", "2000x"},
+		{"./policy/", "^BenchmarkComputeCluster$", "5x"},
+		{"./publisher/", "^(BenchmarkCycle|BenchmarkCycleWrites)$", "3x"},
+	}
+}
+
+// runAll is `bench all`: every measurement, one table, one JSON file.
+func runAll(ctx context.Context, cfg allConfig, out io.Writer) error {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return err
+	}
+	if cfg.quick {
+		cfg.webhook.stepDuration = time.Second
+		cfg.webhook.cpuReviews = 500
+		cfg.sched.nodes, cfg.sched.pods, cfg.sched.warmup = 100, 200, 20
+		cfg.rss.nodes, cfg.rss.observe = 500, 30*time.Second
+	}
+	rep := report{Time: time.Now().UTC(), Machine: describeMachine(), Details: map[string]any{}}
+	var (
+		lines []benchLine
+		wh    *webhookResult
+		sched *schedulerResult
+		rss   *rssResult
+		errs  = map[string]string{}
+	)
+	if !cfg.skipped("gotest") {
+		section(out, "Go benchmarks")
+		for _, b := range goBenches(cfg.quick) {
+			l, err := runGoBench(ctx, root, b, out)
+			lines = append(lines, l...)
+			if err != nil {
+				errs[b.pkg] = err.Error()
+				fmt.Fprintln(out, "error:", err)
+			}
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+		}
+		rep.Details["goBenchmarks"] = lines
+	}
+	if !cfg.skipped("webhook") {
+		section(out, "P1 webhook load")
+		if wh, err = runWebhook(ctx, cfg.webhook, out); err != nil {
+			errs["webhook"] = err.Error()
+			fmt.Fprintln(out, "error:", err)
+		}
+		rep.Details["webhook"] = wh
+	}
+	if !cfg.skipped("scheduler") {
+		section(out, "P2 scheduler throughput")
+		if sched, err = runScheduler(ctx, cfg.sched, out); err != nil {
+			errs["scheduler"] = err.Error()
+			fmt.Fprintln(out, "error:", err)
+		}
+		rep.Details["scheduler"] = sched
+	}
+	if !cfg.skipped("rss") {
+		section(out, "P4 publisher and extender memory")
+		if rss, err = runRSS(ctx, cfg.rss, out); err != nil {
+			errs["rss"] = err.Error()
+			fmt.Fprintln(out, "error:", err)
+		}
+		rep.Details["rss"] = rss
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	rep.Machine.LoadEnd = loadAverage()
+	rep.Rows = buildRows(lines, wh, sched, rss, errs)
+	section(out, "Results")
+	renderTable(out, rep.Machine, rep.Rows)
+	if cfg.output != "" {
+		if err := writeJSON(cfg.output, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "wrote %s\n", cfg.output)
+	}
+	return nil
+}
+
+// why explains a missing measurement.
+func why(errs map[string]string, key, fallback string) string {
+	if e, ok := errs[key]; ok {
+		return e
+	}
+	return fallback
+}
+
+// buildRows turns the measurements into the table, in DESIGN.md's order.
+// Anything nil or absent becomes a missing row that says why.
+func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss *rssResult, errs map[string]string) []row {
+	var rows []row
+	add := func(r row) { rows = append(rows, r.evaluate()) }
+	notRun := "not run"
+	bench := func(pkg, name, metric string) (float64, bool) {
+		l, ok := findBench(lines, pkg, name)
+		if !ok {
+			return 0, false
+		}
+		v, ok := l.Metrics[metric]
+		return v, ok
+	}
+
+	// P1
+	const (
+		p1Max = "webhook max throughput, HTTPS keep-alive, ~33 KB review"
+		p1P99 = "webhook p99 latency at 2000 reviews/s"
+		p1CPU = "webhook handler CPU per review (BenchmarkHandler/patch)"
+	)
+	if w, b := stepsOf(wh, 0); w != nil {
+		add(row{ID: "P1", What: p1Max, Measured: w.Throughput, Baseline: b.Throughput, Unit: "req/s", Relative: true, GoalOp: atLeast, Goal: 0.7,
+			Note: fmt.Sprintf("%d connections per server, client and servers share the machine's %d cores", wh.Conns, describeMachine().Cores)})
+	} else {
+		add(missing("P1", p1Max, why(errs, "webhook", notRun+" (no max step)")))
+	}
+	if w, b := stepsOf(wh, 2000); w != nil {
+		r := row{ID: "P1", What: p1P99, Measured: w.P99ms, Baseline: b.P99ms, Unit: "ms", GoalOp: below, Goal: 5}
+		if w.Throughput < 0.95*2000 || w.Errors+w.Unsent > 0 {
+			r.Note = fmt.Sprintf("achieved %.0f/s with %d errors and %d not sent in time", w.Throughput, w.Errors, w.Unsent)
+		}
+		add(r)
+	} else {
+		add(missing("P1", p1P99, why(errs, "webhook", notRun+" (no 2000/s step)")))
+	}
+	if v, ok := bench("/webhook", "BenchmarkHandler/patch", "cpu-ns/op"); ok {
+		base, _ := bench("/webhook", "BenchmarkHandler/baseline", "cpu-ns/op")
+		r := row{ID: "P1", What: p1CPU, Measured: v / 1e6, Baseline: base / 1e6, Unit: "ms", GoalOp: atMost, Goal: 0.3,
+			Note: "process CPU (GC included) per review; baseline = BenchmarkHandler/baseline (reads the body only)"}
+		if wh != nil {
+			r.Note += fmt.Sprintf("; the load command's in-process measure: %.3f ms", wh.HandlerCPUms)
+		}
+		add(r)
+	} else if wh != nil {
+		add(row{ID: "P1", What: "webhook handler CPU per review (in-process, load command)", Measured: wh.HandlerCPUms, Baseline: wh.BaselineCPUms,
+			Unit: "ms", GoalOp: atMost, Goal: 0.3})
+	} else {
+		add(missing("P1", p1CPU, why(errs, "./webhook/", notRun)))
+	}
+	if v, ok := bench("/webhook", "BenchmarkHandler/unchanged", "cpu-ns/op"); ok {
+		add(row{ID: "P1", What: "webhook handler CPU per review, no patch needed (info)", Measured: v / 1e6, Unit: "ms"})
+	}
+
+	// P2
+	p2 := "scheduling throughput: reclaimed pods via extender vs native pods"
+	if sched != nil {
+		r := row{ID: "P2", What: fmt.Sprintf("%s, %d kwok nodes, %d pods each", p2, sched.Nodes, sched.Pods),
+			Measured: sched.Reclaimed.PodsPerSecond, Baseline: sched.Native.PodsPerSecond, Unit: "pods/s", Relative: true, GoalOp: atLeast, Goal: 0.8,
+			Note: fmt.Sprintf("real kube-scheduler; extender --kube-api-qps=%d", sched.ExtenderQPS)}
+		if m := sched.Reclaimed.ExtenderMeanMs; len(m) > 0 {
+			r.Note += fmt.Sprintf("; extender mean server time filter %.2f ms, prioritize %.2f ms, bind %.2f ms", m["filter"], m["prioritize"], m["bind"])
+		}
+		for _, p := range []phaseResult{sched.Reclaimed, sched.Native} {
+			if p.Note != "" {
+				r.Note += "; " + p.Kind + ": " + p.Note
+			}
+		}
+		add(r)
+	} else {
+		add(missing("P2", p2, why(errs, "scheduler", notRun)))
+	}
+
+	// P3
+	for _, c := range []struct {
+		n    int
+		goal float64
+	}{{500, 1}, {5000, 5}} {
+		what := fmt.Sprintf("extender filter+prioritize server time p99, %d names, 30 pods/node", c.n)
+		name := fmt.Sprintf("BenchmarkFilterPrioritize/nodes=%d", c.n)
+		if v, ok := bench("/extender", name, "both-p99-ns"); ok {
+			r := row{ID: "P3", What: what, Measured: v / 1e6, Unit: "ms", GoalOp: below, Goal: c.goal}
+			if cpu, ok := bench("/extender", name, "both-cpu-p99-ns"); ok {
+				r.Note = fmt.Sprintf("CPU-time p99 %.3f ms (wall-clock p99 is what the goal uses)", cpu/1e6)
+			}
+			add(r)
+		} else {
+			add(missing("P3", what, why(errs, "./extender/", notRun)))
+		}
+	}
+
+	// P4
+	p4CPU := "publisher cycle CPU, 5000 nodes / 150,000 pods, metrics read as JSON"
+	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=json", "cpu-s/cycle"); ok {
+		add(row{ID: "P4", What: p4CPU, Measured: v, Unit: "s", GoalOp: below, Goal: 0.5,
+			Note: "process CPU of one steady-state Cycle: metrics.k8s.io lists decoded from JSON over loopback HTTP, informer caches in memory, no writes due"})
+	} else {
+		add(missing("P4", p4CPU, why(errs, "./publisher/", notRun)))
+	}
+	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=memory", "cpu-s/cycle"); ok {
+		add(row{ID: "P4", What: "publisher cycle CPU, metrics lists handed over decoded (info)", Measured: v, Unit: "s"})
+	}
+	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=protobuf", "cpu-s/cycle"); ok {
+		add(row{ID: "P4", What: "publisher cycle CPU, metrics read as protobuf, not what the publisher asks for today (info)", Measured: v, Unit: "s"})
+	}
+	if v, ok := bench("/policy", "BenchmarkComputeCluster/usage-max", "ms/cycle"); ok {
+		add(row{ID: "P4", What: "policy computation alone, 5000 nodes x 30 pods, 20 samples (info)", Measured: v / 1000, Unit: "s"})
+	}
+	for _, noise := range []string{"3", "10"} {
+		what := "publisher API writes per node per refresh interval, usage noise ±" + noise + "%"
+		name := "BenchmarkCycleWrites/noise=" + noise + "%"
+		v, ok := bench("/publisher", name, "writes/node/interval")
+		if !ok {
+			add(missing("P4", what, why(errs, "./publisher/", notRun)))
+			continue
+		}
+		ann, _ := bench("/publisher", name, "annotation-writes/node/interval")
+		st, _ := bench("/publisher", name, "status-writes/node/interval")
+		add(row{ID: "P4", What: what, Measured: v, GoalOp: atMost, Goal: 2,
+			Note: fmt.Sprintf("%.2f annotation + %.2f status writes; steady state simulated 15x faster on 1000 nodes, every sample within ±%s%% of a constant usage", ann, st, noise)})
+	}
+	p4RSS := "publisher + extender RSS at 5000 nodes / 150,000 pods"
+	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=memory", "heap-MB"); ok {
+		add(row{ID: "P4", What: "publisher benchmark heap in use: stores, history, metrics lists (info)", Measured: v, Unit: "MB"})
+	}
+	if rss != nil {
+		r := row{ID: "P4", What: fmt.Sprintf("publisher + extender RSS, %d nodes / %d pods", rss.Nodes, rss.Pods), Measured: rss.SumRSSMB, Unit: "MB", GoalOp: below, Goal: 300}
+		var parts []string
+		for _, p := range rss.Processes {
+			parts = append(parts, fmt.Sprintf("%s %.0f MB (anonymous %.0f, live heap %s, highest sampled %.0f, start-up peak %.0f)", p.Role, p.RSSMB, p.AnonMB, liveHeap(p.LiveHeapMB), p.MaxRSSMB, p.PeakMB))
+		}
+		r.Note = "real processes, deploy/default arguments, against an in-process fake API server, RSS at the end of the observation: " + strings.Join(parts, ", ")
+		add(r)
+		if rss.PublisherCycles > 0 {
+			add(row{ID: "P4", What: "publisher process CPU per cycle, same run (info)", Measured: rss.PublisherCPUPerCycle, Unit: "s",
+				Note: fmt.Sprintf("%d cycles, %d writes while observed; metrics JSON from the fake API", rss.PublisherCycles, rss.PublisherWrites)})
+		}
+	} else {
+		add(missing("P4", p4RSS, why(errs, "rss", notRun)))
+	}
+	return rows
+}
+
+func stepsOf(r *webhookResult, target float64) (w, b *loadStep) {
+	if r == nil {
+		return nil, nil
+	}
+	return r.step(target)
+}

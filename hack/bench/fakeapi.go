@@ -1,0 +1,403 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/scheme"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// fakeAPI is just enough of kube-apiserver and metrics.k8s.io for the
+// publisher and the extender to run at a size a 2-core machine cannot hold
+// in a real control plane: list and watch of nodes and pods (JSON, or
+// protobuf when asked), node and node-status merge patches (applied and sent
+// to node watchers), NodeMetrics and PodMetrics lists, and Events accepted
+// and dropped. Selectors, resource versions and authentication are ignored.
+type fakeAPI struct {
+	srv *http.Server
+	url string
+
+	mu       sync.Mutex
+	rv       int64
+	nodes    map[string]*corev1.Node
+	order    []string
+	watchers map[chan []byte]struct{}
+
+	podJSON, podProto []byte
+	metricsMu         sync.Mutex
+	metricsAt         time.Time
+	nodeMetricsJSON   []byte
+	podMetricsJSON    []byte
+	nodeMetrics       *metricsv1beta1.NodeMetricsList
+	podMetrics        *metricsv1beta1.PodMetricsList
+
+	statsMu  sync.Mutex
+	requests map[string]int
+}
+
+var protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+
+// newFakeAPI builds nodes × podsPerNode pods (reclaimedPerNode of them
+// asking reclaimed resources) shaped like a real cluster's objects.
+func newFakeAPI(nodes, podsPerNode, reclaimedPerNode int) (*fakeAPI, error) {
+	f := &fakeAPI{rv: 1000, nodes: map[string]*corev1.Node{}, watchers: map[chan []byte]struct{}{}, requests: map[string]int{},
+		nodeMetrics: &metricsv1beta1.NodeMetricsList{TypeMeta: metav1.TypeMeta{Kind: "NodeMetricsList", APIVersion: "metrics.k8s.io/v1beta1"}},
+		podMetrics:  &metricsv1beta1.PodMetricsList{TypeMeta: metav1.TypeMeta{Kind: "PodMetricsList", APIVersion: "metrics.k8s.io/v1beta1"}},
+	}
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	pods := &corev1.PodList{TypeMeta: metav1.TypeMeta{Kind: "PodList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: "1000"}}
+	created := metav1.NewTime(time.Now().Add(-24 * time.Hour).UTC().Truncate(time.Second))
+	for i := range nodes {
+		n := fakeNode(i, created)
+		f.nodes[n.Name] = n
+		f.order = append(f.order, n.Name)
+		f.nodeMetrics.Items = append(f.nodeMetrics.Items, metricsv1beta1.NodeMetrics{ObjectMeta: metav1.ObjectMeta{Name: n.Name},
+			Window: metav1.Duration{Duration: 15 * time.Second},
+			Usage: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(8000+int64(i*37%6000), resource.DecimalSI),
+				corev1.ResourceMemory: *resource.NewQuantity(40<<30+int64(i*101%24)<<30, resource.BinarySI)}})
+		for j := range podsPerNode {
+			p := fakePod(names, n.Name, i, j, j >= podsPerNode-reclaimedPerNode, created)
+			pods.Items = append(pods.Items, *p)
+			f.podMetrics.Items = append(f.podMetrics.Items, metricsv1beta1.PodMetrics{
+				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels},
+				Window:     metav1.Duration{Duration: 15 * time.Second},
+				Containers: []metricsv1beta1.ContainerMetrics{{Name: "main", Usage: corev1.ResourceList{
+					corev1.ResourceCPU:    *resource.NewMilliQuantity(100+int64((i+j*7)%400), resource.DecimalSI),
+					corev1.ResourceMemory: *resource.NewQuantity(512<<20+int64((i*3+j)%512)<<20, resource.BinarySI)}}},
+			})
+		}
+	}
+	var err error
+	if f.podJSON, err = json.Marshal(pods); err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	if err := protoSerializer.Encode(pods, &b); err != nil {
+		return nil, err
+	}
+	f.podProto = b.Bytes()
+	return f, nil
+}
+
+func fakeNode(i int, created metav1.Time) *corev1.Node {
+	name := fmt.Sprintf("worker-pool-a-%05d.cluster.example.com", i)
+	rl := func(cpu, mem string) corev1.ResourceList {
+		return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem),
+			corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("100Gi")}
+	}
+	n := &corev1.Node{
+		TypeMeta: metav1.TypeMeta{Kind: "Node", APIVersion: "v1"},
+		ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID(fmt.Sprintf("node-uid-%05d", i)), ResourceVersion: "1000", CreationTimestamp: created,
+			Labels: map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+				"node.kubernetes.io/instance-type": "m6i.8xlarge", "topology.kubernetes.io/zone": fmt.Sprintf("eu-west-1%c", 'a'+i%3),
+				"topology.kubernetes.io/region": "eu-west-1"},
+			Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0", "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+		Spec: corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.%d.%d.0/24", 100+i/256, i%256), ProviderID: "aws:///eu-west-1a/i-0" + strconv.Itoa(100000+i)},
+		Status: corev1.NodeStatus{Capacity: rl("32", "128Gi"), Allocatable: rl("31", "120Gi"),
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: fmt.Sprintf("10.20.%d.%d", i/256, i%256)}, {Type: corev1.NodeHostName, Address: name}},
+			NodeInfo:  corev1.NodeSystemInfo{KubeletVersion: "v1.34.4", ContainerRuntimeVersion: "containerd://2.1.4", OSImage: "Bottlerocket", Architecture: "amd64", OperatingSystem: "linux"}},
+	}
+	for _, c := range []corev1.NodeConditionType{corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure, corev1.NodeReady} {
+		st := corev1.ConditionFalse
+		if c == corev1.NodeReady {
+			st = corev1.ConditionTrue
+		}
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: c, Status: st, LastHeartbeatTime: created, LastTransitionTime: created, Reason: "Kubelet" + string(c), Message: "kubelet reports " + string(c)})
+	}
+	for k := range 30 {
+		n.Status.Images = append(n.Status.Images, corev1.ContainerImage{SizeBytes: int64(50+k) << 20,
+			Names: []string{fmt.Sprintf("registry.example.com/team-%02d/service-%02d@sha256:%064x", k%7, k, uint64(k+1)*0x9e3779b97f4a7c15),
+				fmt.Sprintf("registry.example.com/team-%02d/service-%02d:v1.%d", k%7, k, k)}})
+	}
+	return n
+}
+
+// fakePod is a Deployment's or Job's pod as the apiserver lists it,
+// managedFields included.
+func fakePod(names reclaimable.Names, node string, i, j int, reclaimed bool, created metav1.Time) *corev1.Pod {
+	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("2Gi")}
+	ns, app := "apps", fmt.Sprintf("svc-%03d", j)
+	if reclaimed {
+		rl = corev1.ResourceList{names.CPU: resource.MustParse("1000"), names.Memory: resource.MustParse("2Gi")}
+		ns, app = "batch", fmt.Sprintf("job-%03d", j)
+	}
+	name := fmt.Sprintf("%s-7d9f8b6c5d-%05d%02d", app, i, j)
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(fmt.Sprintf("6f1c2d9e-3b4a-4c5d-%04d-%012d", j, i)),
+			ResourceVersion: "1000", CreationTimestamp: created, GenerateName: app + "-7d9f8b6c5d-",
+			Labels:          map[string]string{"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "shop", "pod-template-hash": "7d9f8b6c5d"},
+			Annotations:     map[string]string{"kubectl.kubernetes.io/default-container": "main"},
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: app + "-7d9f8b6c5d", UID: "0d1e2f3a-4b5c-6d7e-8f90-a1b2c3d4e5f6"}},
+			ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "v1", Time: &created, FieldsType: "FieldsV1",
+				FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:metadata":{"f:generateName":{},"f:labels":{".":{},"f:app.kubernetes.io/name":{},"f:pod-template-hash":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"0d1e2f3a-4b5c-6d7e-8f90-a1b2c3d4e5f6\"}":{}}},"f:spec":{"f:containers":{"k:{\"name\":\"main\"}":{".":{},"f:image":{},"f:name":{},"f:resources":{".":{},"f:limits":{},"f:requests":{}}}}}}`)}}},
+		},
+		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "default", RestartPolicy: corev1.RestartPolicyAlways,
+			Containers: []corev1.Container{{Name: "main", Image: "registry.example.com/shop/" + app + ":2025.03.01",
+				Args:         []string{"--listen=:8080", "--log-level=info"},
+				Env:          []corev1.EnvVar{{Name: "GOMAXPROCS", Value: "1"}, {Name: "REGION", Value: "eu-west-1"}},
+				Ports:        []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}},
+				Resources:    corev1.ResourceRequirements{Requests: rl, Limits: rl},
+				VolumeMounts: []corev1.VolumeMount{{Name: "kube-api-access", MountPath: "/var/run/secrets/kubernetes.io/serviceaccount", ReadOnly: true}},
+				ReadinessProbe: &corev1.Probe{ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromInt32(8080)}},
+					PeriodSeconds: 10}}},
+			Tolerations: []corev1.Toleration{{Key: "node.kubernetes.io/not-ready", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute},
+				{Key: "node.kubernetes.io/unreachable", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoExecute}},
+			Volumes: []corev1.Volume{{Name: "kube-api-access", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+				Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}}},
+		},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, HostIP: "10.20.0.1", PodIP: fmt.Sprintf("100.64.%d.%d", i%256, j), StartTime: &created,
+			QOSClass: corev1.PodQOSGuaranteed,
+			Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: created},
+				{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: created}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "main", Ready: true, RestartCount: 0, Image: "registry.example.com/shop/" + app + ":2025.03.01",
+				ImageID: "registry.example.com/shop/" + app + "@sha256:0123456789abcdef", ContainerID: fmt.Sprintf("containerd://%064x", i*100+j),
+				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: created}}}}},
+	}
+}
+
+// start serves on a loopback port.
+func (f *fakeAPI) start() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	f.url = "http://" + ln.Addr().String()
+	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = f.srv.Serve(ln) }()
+	return nil
+}
+
+func (f *fakeAPI) stop() {
+	if f.srv != nil {
+		_ = f.srv.Close()
+	}
+}
+
+func (f *fakeAPI) count(key string) {
+	f.statsMu.Lock()
+	f.requests[key]++
+	f.statsMu.Unlock()
+}
+
+func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
+	path := r.URL.Path
+	watching := r.URL.Query().Get("watch") == "true"
+	key := r.Method + " " + path
+	if strings.HasPrefix(path, "/api/v1/nodes/") {
+		key = r.Method + " /api/v1/nodes/*"
+		if strings.HasSuffix(path, "/status") {
+			key += "/status"
+		}
+	}
+	if watching {
+		key += "?watch"
+	}
+	f.count(key)
+	wantProto := strings.Contains(r.Header.Get("Accept"), "protobuf")
+	switch {
+	case r.Method == http.MethodGet && (path == "/api/v1/nodes" || path == "/api/v1/pods") && watching:
+		f.watch(w, r, path == "/api/v1/nodes")
+	case r.Method == http.MethodGet && path == "/api/v1/nodes":
+		f.listNodes(w, wantProto)
+	case r.Method == http.MethodGet && path == "/api/v1/pods":
+		if wantProto {
+			write(w, "application/vnd.kubernetes.protobuf", f.podProto)
+		} else {
+			write(w, "application/json", f.podJSON)
+		}
+	case r.Method == http.MethodPatch && strings.HasPrefix(path, "/api/v1/nodes/"):
+		f.patchNode(w, r, strings.TrimPrefix(path, "/api/v1/nodes/"))
+	case r.Method == http.MethodGet && path == "/apis/metrics.k8s.io/v1beta1/nodes":
+		n, _ := f.metrics()
+		write(w, "application/json", n)
+	case r.Method == http.MethodGet && path == "/apis/metrics.k8s.io/v1beta1/pods":
+		_, p := f.metrics()
+		write(w, "application/json", p)
+	case strings.Contains(path, "/events"):
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"kind":"Event","apiVersion":"v1","metadata":{"name":"x","namespace":"default"}}`))
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"fake API: %s not served"}`, path)
+	}
+}
+
+func write(w http.ResponseWriter, contentType string, b []byte) {
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	_, _ = w.Write(b)
+}
+
+func (f *fakeAPI) listNodes(w http.ResponseWriter, wantProto bool) {
+	f.mu.Lock()
+	list := &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(f.rv, 10)}}
+	for _, name := range f.order {
+		list.Items = append(list.Items, *f.nodes[name])
+	}
+	f.mu.Unlock()
+	if wantProto {
+		var b bytes.Buffer
+		if err := protoSerializer.Encode(list, &b); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		write(w, "application/vnd.kubernetes.protobuf", b.Bytes())
+		return
+	}
+	b, err := json.Marshal(list)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	write(w, "application/json", b)
+}
+
+// watch holds the stream open; node watchers get every patched node.
+func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, nodes bool) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	fl, _ := w.(http.Flusher)
+	if fl != nil {
+		fl.Flush()
+	}
+	if !nodes {
+		<-r.Context().Done()
+		return
+	}
+	ch := make(chan []byte, 20000)
+	f.mu.Lock()
+	f.watchers[ch] = struct{}{}
+	f.mu.Unlock()
+	defer func() {
+		f.mu.Lock()
+		delete(f.watchers, ch)
+		f.mu.Unlock()
+	}()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case ev := <-ch:
+			if _, err := w.Write(ev); err != nil {
+				return
+			}
+			if fl != nil {
+				fl.Flush()
+			}
+		}
+	}
+}
+
+func (f *fakeAPI) patchNode(w http.ResponseWriter, r *http.Request, rest string) {
+	name, sub, _ := strings.Cut(rest, "/")
+	var patch struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+		Status struct {
+			Capacity    map[corev1.ResourceName]string `json:"capacity"`
+			Allocatable map[corev1.ResourceName]string `json:"allocatable"`
+		} `json:"status"`
+	}
+	if err := json.NewDecoder(r.Body).Decode(&patch); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	f.mu.Lock()
+	old, ok := f.nodes[name]
+	if !ok {
+		f.mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"NotFound","code":404,"message":"nodes %q not found"}`, name)
+		return
+	}
+	n := old.DeepCopy()
+	if sub == "status" {
+		for k, v := range patch.Status.Capacity {
+			n.Status.Capacity[k] = resource.MustParse(v)
+		}
+		for k, v := range patch.Status.Allocatable {
+			n.Status.Allocatable[k] = resource.MustParse(v)
+		}
+	} else {
+		for k, v := range patch.Metadata.Annotations {
+			if v == nil {
+				delete(n.Annotations, k)
+			} else {
+				n.Annotations[k] = *v
+			}
+		}
+	}
+	f.rv++
+	n.ResourceVersion = strconv.FormatInt(f.rv, 10)
+	f.nodes[name] = n
+	body, err := json.Marshal(n)
+	if err == nil {
+		ev := append(append([]byte(`{"type":"MODIFIED","object":`), body...), '}', '\n')
+		for ch := range f.watchers {
+			select {
+			case ch <- ev:
+			default: // a watcher this far behind would be dropped by a real apiserver too
+			}
+		}
+	}
+	f.mu.Unlock()
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	write(w, "application/json", body)
+}
+
+// metrics returns the metrics lists as JSON, timestamped now (re-encoded at
+// most every 10 s, like metrics-server's resolution).
+func (f *fakeAPI) metrics() (nodes, pods []byte) {
+	f.metricsMu.Lock()
+	defer f.metricsMu.Unlock()
+	if time.Since(f.metricsAt) >= 10*time.Second {
+		now := time.Now()
+		ts := metav1.NewTime(now.UTC().Truncate(time.Second))
+		for i := range f.nodeMetrics.Items {
+			f.nodeMetrics.Items[i].Timestamp = ts
+		}
+		for i := range f.podMetrics.Items {
+			f.podMetrics.Items[i].Timestamp = ts
+		}
+		n, err1 := json.Marshal(f.nodeMetrics)
+		p, err2 := json.Marshal(f.podMetrics)
+		if err1 == nil && err2 == nil {
+			f.nodeMetricsJSON, f.podMetricsJSON, f.metricsAt = n, p, now
+		}
+	}
+	return f.nodeMetricsJSON, f.podMetricsJSON
+}
+
+// requestCounts returns the requests served, by method and path.
+func (f *fakeAPI) requestCounts() map[string]int {
+	f.statsMu.Lock()
+	defer f.statsMu.Unlock()
+	out := make(map[string]int, len(f.requests))
+	for k, v := range f.requests {
+		out[k] = v
+	}
+	return out
+}

@@ -1,0 +1,88 @@
+// Command bench measures kube-reclaim against the performance goals of
+// DESIGN.md, each side by side with its baseline in the same run:
+//
+//	go run ./hack/bench webhook    P1: the real HTTPS webhook vs a server that only reads the body
+//	go run ./hack/bench scheduler  P2: real kube-scheduler on kwok nodes, reclaimed pods through
+//	                               the extender vs the same pods asking native resources
+//	go run ./hack/bench rss        P4: RSS of the publisher and extender processes against a fake API
+//	                               server holding 5000 nodes and 150,000 pods
+//	go run ./hack/bench all        the Go benchmarks (P1, P3, P4), both commands above, one table,
+//	                               and the same as JSON (`make bench`)
+//
+// Everything runs on this machine: the webhook load on 127.0.0.1, the
+// scheduler benchmark on the local control plane of test/cluster.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+)
+
+const usage = `usage: go run ./hack/bench <command> [flags]
+
+commands:
+  webhook    P1: webhook HTTPS load at increasing rates, side by side with the baseline server
+  scheduler  P2: scheduling throughput through the extender vs native resources, real kube-scheduler
+  rss        P4: publisher and extender RSS as real processes, against a fake API server holding 5000 nodes / 150,000 pods
+  all        every benchmark, one table (stdout) and JSON (-o, default bench-results.json)
+
+Run a command with -h for its flags.
+`
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer cancel()
+	// The servers and clients under test log at info; the tables are the output.
+	logrus.SetLevel(logrus.WarnLevel)
+	cmd, args := os.Args[1], os.Args[2:]
+	fs := flag.NewFlagSet(cmd, flag.ExitOnError)
+	var err error
+	switch cmd {
+	case "webhook":
+		var cfg webhookConfig
+		cfg.flags(fs)
+		_ = fs.Parse(args)
+		_, err = runWebhook(ctx, cfg, os.Stdout)
+	case "scheduler":
+		var cfg schedulerConfig
+		cfg.flags(fs)
+		_ = fs.Parse(args)
+		_, err = runScheduler(ctx, cfg, os.Stdout)
+	case "rss":
+		var cfg rssConfig
+		cfg.flags(fs)
+		_ = fs.Parse(args)
+		_, err = runRSS(ctx, cfg, os.Stdout)
+	case "all":
+		var cfg allConfig
+		cfg.flags(fs)
+		_ = fs.Parse(args)
+		err = runAll(ctx, cfg, os.Stdout)
+	case "-h", "--help", "help":
+		fmt.Fprint(os.Stdout, usage)
+		return
+	default:
+		fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", cmd, usage)
+		os.Exit(2)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench "+cmd+":", err)
+		os.Exit(1)
+	}
+}
+
+// section prints a heading between the parts of `bench all`.
+func section(out io.Writer, title string) {
+	fmt.Fprintf(out, "\n=== %s ===\n", title)
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestEvaluate(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		r          row
+		wantStatus string
+		wantRatio  float64 // -1: nil
+	}{
+		{"at-least goal met", row{Measured: 0.9, GoalOp: atLeast, Goal: 0.8}, statusPass, 1.125},
+		{"at-least goal met exactly", row{Measured: 0.8, GoalOp: atLeast, Goal: 0.8}, statusPass, 1},
+		{"at-least goal missed", row{Measured: 0.4, GoalOp: atLeast, Goal: 0.8}, statusFail, 0.5},
+		{"relative goal compares with the baseline", row{Measured: 90, Baseline: 100, Relative: true, GoalOp: atLeast, Goal: 0.7}, statusPass, 0.9 / 0.7},
+		{"relative goal missed", row{Measured: 50, Baseline: 100, Relative: true, GoalOp: atLeast, Goal: 0.8}, statusFail, 0.625},
+		{"relative goal without baseline is missing, not failed", row{Measured: 50, Relative: true, GoalOp: atLeast, Goal: 0.8}, statusMissing, -1},
+		{"below goal met", row{Measured: 2.5, GoalOp: below, Goal: 5}, statusPass, 2},
+		{"below goal equal is missed", row{Measured: 5, GoalOp: below, Goal: 5}, statusFail, 1},
+		{"below goal missed", row{Measured: 10, GoalOp: below, Goal: 5}, statusFail, 0.5},
+		{"at-most goal equal is met", row{Measured: 2, GoalOp: atMost, Goal: 2}, statusPass, 1},
+		{"at-most goal missed", row{Measured: 2.5, GoalOp: atMost, Goal: 2}, statusFail, 0.8},
+		{"zero under a below goal passes without a ratio", row{Measured: 0, GoalOp: below, Goal: 5}, statusPass, -1},
+		{"no goal is informational", row{Measured: 3}, statusInfo, -1},
+		{"missing stays missing", row{Status: statusMissing, GoalOp: below, Goal: 5}, statusMissing, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.r.evaluate()
+			if got.Status != tc.wantStatus {
+				t.Errorf("status = %s, want %s", got.Status, tc.wantStatus)
+			}
+			switch {
+			case tc.wantRatio < 0 && got.RatioToGoal != nil:
+				t.Errorf("ratio = %v, want none", *got.RatioToGoal)
+			case tc.wantRatio >= 0 && got.RatioToGoal == nil:
+				t.Errorf("ratio = none, want %v", tc.wantRatio)
+			case tc.wantRatio >= 0 && abs(*got.RatioToGoal-tc.wantRatio) > 1e-9:
+				t.Errorf("ratio = %v, want %v", *got.RatioToGoal, tc.wantRatio)
+			}
+		})
+	}
+}
+
+func TestCells(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    row
+		want []string
+	}{
+		{
+			name: "relative row shows the ratio to the baseline and a goal relative to it",
+			r:    row{ID: "P2", What: "throughput", Measured: 120, Baseline: 200, Unit: "pods/s", Relative: true, GoalOp: atLeast, Goal: 0.8},
+			want: []string{"P2", "throughput", "120 pods/s (0.60×)", "200 pods/s", ">= 0.80× baseline", "0.75", "FAIL"},
+		},
+		{
+			name: "absolute row with a baseline",
+			r:    row{ID: "P1", What: "p99", Measured: 3.2, Baseline: 1.1, Unit: "ms", GoalOp: below, Goal: 5},
+			want: []string{"P1", "p99", "3.20 ms", "1.10 ms", "< 5.00 ms", "1.56", "pass"},
+		},
+		{
+			name: "small values keep three significant digits",
+			r:    row{ID: "P1", What: "cpu", Measured: 0.0432, Unit: "ms", GoalOp: atMost, Goal: 0.3},
+			want: []string{"P1", "cpu", "0.0432 ms", "-", "<= 0.3 ms", "6.94", "pass"},
+		},
+		{
+			name: "unitless value",
+			r:    row{ID: "P4", What: "writes", Measured: 1.745, GoalOp: atMost, Goal: 2},
+			want: []string{"P4", "writes", "1.75", "-", "<= 2.00", "1.15", "pass"},
+		},
+		{
+			name: "zero under a below goal shows an infinite ratio",
+			r:    row{ID: "P4", What: "zero", Measured: 0, Unit: "s", GoalOp: below, Goal: 0.5},
+			want: []string{"P4", "zero", "0 s", "-", "< 0.5 s", "∞", "pass"},
+		},
+		{
+			name: "informational row has no goal",
+			r:    row{ID: "P4", What: "heap", Measured: 491.6, Unit: "MB"},
+			want: []string{"P4", "heap", "492 MB", "-", "-", "-", "info"},
+		},
+		{
+			name: "missing row shows dashes",
+			r:    missing("P4", "rss", "not run"),
+			want: []string{"P4", "rss", "-", "-", "-", "-", "missing"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.r.evaluate().cells()
+			if strings.Join(got, "|") != strings.Join(tc.want, "|") {
+				t.Errorf("cells =\n  %q\nwant\n  %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestRenderTableShowsMachineRowsAndNotes(t *testing.T) {
+	rows := []row{
+		row{ID: "P1", What: "p99 at 2000/s", Measured: 3, Unit: "ms", GoalOp: below, Goal: 5, Note: "noisy machine"}.evaluate(),
+		missing("P2", "throughput", "cluster failed to start"),
+	}
+	var b bytes.Buffer
+	renderTable(&b, machine{CPU: "Test CPU", Cores: 2, MemoryGiB: "8.0", Go: "go1.26", OS: "linux/amd64"}, rows)
+	out := b.String()
+	for _, want := range []string{
+		"machine: Test CPU, 2 cores, 8.0 GiB, go1.26 linux/amd64",
+		"id  what", "ratio to goal", "result",
+		"P1  p99 at 2000/s", "3.00 ms", "< 5.00 ms", "1.67", "pass",
+		"P2  throughput", "missing",
+		"P1 p99 at 2000/s: noisy machine",
+		"P2 throughput: cluster failed to start",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	header, first := lines[1], lines[2]
+	if strings.Index(header, "measured") != strings.Index(first, "3.00 ms") {
+		t.Errorf("columns are not aligned:\n%s\n%s", header, first)
+	}
+}
+
+func TestRowJSONLeavesAnUndefinedRatioNull(t *testing.T) {
+	b, err := json.Marshal(row{ID: "P4", Measured: 0, GoalOp: below, Goal: 0.5}.evaluate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"ratioToGoal":null`) || !strings.Contains(string(b), `"status":"pass"`) {
+		t.Errorf("JSON = %s", b)
+	}
+}
+
+func TestBuildRowsMarksWhatDidNotRunAsMissing(t *testing.T) {
+	rows := buildRows(nil, nil, nil, nil, map[string]string{"scheduler": "cluster failed to start"})
+	ids := map[string]bool{}
+	for _, r := range rows {
+		ids[r.ID] = true
+		if r.Status != statusMissing {
+			t.Errorf("%s %s: status %s without any measurement", r.ID, r.What, r.Status)
+		}
+		if r.ID == "P2" && r.Note != "cluster failed to start" {
+			t.Errorf("P2 note = %q, want the scheduler's error", r.Note)
+		}
+	}
+	for _, id := range []string{"P1", "P2", "P3", "P4"} {
+		if !ids[id] {
+			t.Errorf("no row for %s", id)
+		}
+	}
+}
+
+func TestBuildRowsUsesTheMeasurements(t *testing.T) {
+	lines := []benchLine{
+		{Pkg: "github.com/kube-reclaim/kube-reclaim/webhook", Name: "BenchmarkHandler/patch", Metrics: map[string]float64{"cpu-ns/op": 45000}},
+		{Pkg: "github.com/kube-reclaim/kube-reclaim/webhook", Name: "BenchmarkHandler/baseline", Metrics: map[string]float64{"cpu-ns/op": 2000}},
+		{Pkg: "github.com/kube-reclaim/kube-reclaim/extender", Name: "BenchmarkFilterPrioritize/nodes=500", Metrics: map[string]float64{"both-p99-ns": 400000}},
+		{Pkg: "github.com/kube-reclaim/kube-reclaim/extender", Name: "BenchmarkFilterPrioritize/nodes=5000", Metrics: map[string]float64{"both-p99-ns": 6e6}},
+		{Pkg: "github.com/kube-reclaim/kube-reclaim/publisher", Name: "BenchmarkCycle/metrics=json", Metrics: map[string]float64{"cpu-s/cycle": 0.4}},
+		{Pkg: "github.com/kube-reclaim/kube-reclaim/publisher", Name: "BenchmarkCycleWrites/noise=10%", Metrics: map[string]float64{"writes/node/interval": 2.5}},
+	}
+	wh := &webhookResult{Conns: 8,
+		Webhook:  []loadStep{{Target: 2000, Throughput: 2000, P99ms: 3}, {Target: 0, Throughput: 800}},
+		Baseline: []loadStep{{Target: 2000, Throughput: 2000, P99ms: 2}, {Target: 0, Throughput: 1000}}}
+	sched := &schedulerResult{Nodes: 1000, Pods: 1000, Reclaimed: phaseResult{Kind: "reclaimed", PodsPerSecond: 90}, Native: phaseResult{Kind: "native", PodsPerSecond: 100}}
+	got := map[string]string{}
+	for _, r := range buildRows(lines, wh, sched, &rssResult{Nodes: 5000, Pods: 150000, SumRSSMB: 350}, nil) {
+		got[r.What] = r.Status
+	}
+	for what, want := range map[string]string{
+		"webhook max throughput, HTTPS keep-alive, ~33 KB review":                                            statusPass,
+		"webhook p99 latency at 2000 reviews/s":                                                              statusPass,
+		"webhook handler CPU per review (BenchmarkHandler/patch)":                                            statusPass,
+		"scheduling throughput: reclaimed pods via extender vs native pods, 1000 kwok nodes, 1000 pods each": statusPass,
+		"extender filter+prioritize server time p99, 500 names, 30 pods/node":                                statusPass,
+		"extender filter+prioritize server time p99, 5000 names, 30 pods/node":                               statusFail,
+		"publisher cycle CPU, 5000 nodes / 150,000 pods, metrics read as JSON":                               statusPass,
+		"publisher API writes per node per refresh interval, usage noise ±10%":                               statusFail,
+		"publisher API writes per node per refresh interval, usage noise ±3%":                                statusMissing,
+	} {
+		if got[what] != want {
+			t.Errorf("%q: status %q, want %q (rows: %v)", what, got[what], want, got)
+		}
+	}
+}

@@ -1,0 +1,585 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-reclaim/kube-reclaim/extender"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/stack"
+)
+
+// schedulerConfig sizes the P2 run.
+type schedulerConfig struct {
+	nodes, pods, workers, warmup int
+	extenderQPS                  int
+	cpuMilli                     int64
+	memBytes                     int64
+	heartbeat                    time.Duration
+	phaseTimeout                 time.Duration
+	reclaimedFirst               bool
+}
+
+func (c *schedulerConfig) flags(fs *flag.FlagSet) {
+	fs.IntVar(&c.nodes, "nodes", 1000, "kwok nodes")
+	fs.IntVar(&c.pods, "pods", 1000, "pods timed per kind (reclaimed, native)")
+	fs.IntVar(&c.workers, "workers", 50, "concurrent pod creators")
+	fs.IntVar(&c.warmup, "warmup", 50, "pods of each kind scheduled and deleted before the timed phases")
+	fs.IntVar(&c.extenderQPS, "extender-qps", 500, "the extender's --kube-api-qps (burst twice that); 500 is what test/cluster gives kube-scheduler, the deployed default is 50")
+	fs.Int64Var(&c.cpuMilli, "cpu", 100, "CPU per pod in millicores (reclaimed-cpu or cpu)")
+	fs.Int64Var(&c.memBytes, "memory", 128<<20, "memory per pod in bytes (reclaimed-memory or memory)")
+	fs.DurationVar(&c.heartbeat, "heartbeat", 10*time.Second, "kwok node status heartbeat interval (kubelet's default is 10s)")
+	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 2*time.Minute, "give up waiting for a phase's pods to be bound after this")
+	fs.BoolVar(&c.reclaimedFirst, "reclaimed-first", false, "time the reclaimed phase before the native one")
+}
+
+// phaseResult is one timed batch of pods.
+type phaseResult struct {
+	Kind  string `json:"kind"`
+	Pods  int    `json:"pods"`
+	Bound int    `json:"bound"`
+	// CreateSeconds: first create sent to last create answered.
+	CreateSeconds float64 `json:"createSeconds"`
+	// Seconds: first create sent to last pod seen bound.
+	Seconds       float64 `json:"seconds"`
+	PodsPerSecond float64 `json:"podsPerSecond"`
+	// BindP50/P99: from a pod's create answered to it seen bound.
+	BindP50ms float64 `json:"bindP50Ms"`
+	BindP99ms float64 `json:"bindP99Ms"`
+	// ExtenderMeanMs: mean server time per extender verb during the phase,
+	// from the extender's request histogram (reclaimed phase only).
+	ExtenderMeanMs map[string]float64 `json:"extenderMeanMs,omitempty"`
+	Note           string             `json:"note,omitempty"`
+}
+
+type schedulerResult struct {
+	Nodes       int         `json:"nodes"`
+	Pods        int         `json:"pods"`
+	Workers     int         `json:"workers"`
+	ExtenderQPS int         `json:"extenderQps"`
+	Native      phaseResult `json:"native"`
+	Reclaimed   phaseResult `json:"reclaimed"`
+	// Ratio is reclaimed pods/s over native pods/s.
+	Ratio float64 `json:"ratio"`
+}
+
+const benchNS = "bench"
+
+type schedBench struct {
+	cfg    schedulerConfig
+	out    io.Writer
+	start  time.Time
+	c      *cluster.Cluster
+	client kubernetes.Interface
+	names  reclaimable.Names
+
+	mu    sync.Mutex
+	bound map[types.UID]time.Time
+	// boundCh is signalled on every newly bound pod.
+	boundCh chan struct{}
+}
+
+func (b *schedBench) step(format string, args ...any) {
+	fmt.Fprintf(b.out, "[%6.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+// runScheduler is `bench scheduler`.
+func runScheduler(ctx context.Context, cfg schedulerConfig, out io.Writer) (*schedulerResult, error) {
+	b := &schedBench{cfg: cfg, out: out, start: time.Now(), names: reclaimable.MustNames(reclaimable.DefaultDomain),
+		bound: map[types.UID]time.Time{}, boundCh: make(chan struct{}, 1)}
+	defer func() {
+		if b.c != nil {
+			b.c.Stop()
+		}
+	}()
+	return b.run(ctx)
+}
+
+func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
+	cfg := b.cfg
+	tmp, err := os.MkdirTemp("", "kube-reclaim-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	b.step("P2 scheduler throughput: %d kwok nodes, %d pods per kind, %d creators", cfg.nodes, cfg.pods, cfg.workers)
+	bin, err := stack.BuildBinary(ctx, tmp)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cluster.EnsureBinaries(ctx, b.out); err != nil {
+		return nil, err
+	}
+	extPort, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	healthPort, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
+	schedCfg, err := extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", extPort), reclaimable.DefaultDomain)
+	if err != nil {
+		return nil, err
+	}
+	b.step("starting etcd, kube-apiserver, controller-manager, kube-scheduler (extender configured), kwok; no metrics-server")
+	b.c, err = cluster.Start(ctx, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg, HeartbeatInterval: cfg.heartbeat})
+	if err != nil {
+		return nil, err
+	}
+	c := b.c
+	rc := c.RESTConfig()
+	// The creators must not be what limits the rate.
+	rc.QPS, rc.Burst = 5000, 10000
+	if b.client, err = kubernetes.NewForConfig(rc); err != nil {
+		return nil, err
+	}
+	nodes, err := c.AddNodes(ctx, cfg.nodes, cluster.NodeSpec{NamePrefix: "bench", CPU: resource.MustParse("32"), Memory: resource.MustParse("128Gi"), Pods: 110})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.WaitNodesReady(ctx, nodes, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	b.step("%d nodes Ready", len(nodes))
+	if err := b.annotate(ctx, nodes); err != nil {
+		return nil, err
+	}
+	b.step("annotated every node with fresh reclaimable room (32 cores, 128 GiB)")
+
+	dep, err := stack.LoadDeployed("default")
+	if err != nil {
+		return nil, err
+	}
+	args := append([]string{stack.Extender, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[stack.Extender]...)
+	args = append(args, fmt.Sprintf("--listen-address=127.0.0.1:%d", extPort), fmt.Sprintf("--health-address=127.0.0.1:%d", healthPort),
+		// No publisher runs: the annotation's write time alone bounds staleness.
+		"--publisher-lease-name=",
+		fmt.Sprintf("--kube-api-qps=%d", cfg.extenderQPS), fmt.Sprintf("--kube-api-burst=%d", 2*cfg.extenderQPS))
+	if err := c.StartProcess(stack.Extender, bin, args...); err != nil {
+		return nil, err
+	}
+	if err := waitReady(ctx, c, stack.Extender, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), 2*time.Minute); err != nil {
+		return nil, err
+	}
+	b.step("extender running as deploy/default configures it: kube-reclaim %v", args[1:])
+
+	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
+		return nil, err
+	}
+	if err := b.waitServiceAccount(ctx); err != nil {
+		return nil, err
+	}
+	stopInf := b.watchBound()
+	defer stopInf()
+
+	if cfg.warmup > 0 {
+		for _, reclaimed := range []bool{false, true} {
+			p, err := b.phase(ctx, "warmup", reclaimed, cfg.warmup)
+			if err != nil {
+				return nil, err
+			}
+			if p.Bound < p.Pods {
+				return nil, fmt.Errorf("warm-up: only %d of %d %s pods bound: %s", p.Bound, p.Pods, p.Kind, p.Note)
+			}
+			if err := b.deleteAll(ctx); err != nil {
+				return nil, err
+			}
+		}
+		b.step("warm-up done: %d pods of each kind scheduled and deleted", cfg.warmup)
+	}
+	res := &schedulerResult{Nodes: cfg.nodes, Pods: cfg.pods, Workers: cfg.workers, ExtenderQPS: cfg.extenderQPS}
+	order := []bool{false, true}
+	if cfg.reclaimedFirst {
+		order = []bool{true, false}
+	}
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", healthPort)
+	for i, reclaimed := range order {
+		before, _ := scrapeVerbTimes(ctx, metricsURL)
+		p, err := b.phase(ctx, "timed", reclaimed, cfg.pods)
+		if err != nil {
+			return nil, err
+		}
+		if after, err := scrapeVerbTimes(ctx, metricsURL); err == nil && reclaimed {
+			p.ExtenderMeanMs = meanDelta(before, after)
+		}
+		b.step("%s: %d/%d bound in %.2fs (creates took %.2fs): %.1f pods/s", p.Kind, p.Bound, p.Pods, p.Seconds, p.CreateSeconds, p.PodsPerSecond)
+		if reclaimed {
+			res.Reclaimed = p
+		} else {
+			res.Native = p
+		}
+		if i == 0 {
+			if err := b.deleteAll(ctx); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if res.Native.PodsPerSecond > 0 {
+		res.Ratio = res.Reclaimed.PodsPerSecond / res.Native.PodsPerSecond
+	}
+	printScheduler(b.out, res)
+	return res, nil
+}
+
+func printScheduler(out io.Writer, r *schedulerResult) {
+	fmt.Fprintf(out, "\n%-10s %6s %6s %10s %10s %8s %10s %10s\n", "kind", "pods", "bound", "creates s", "total s", "pods/s", "p50 ms", "p99 ms")
+	for _, p := range []phaseResult{r.Reclaimed, r.Native} {
+		fmt.Fprintf(out, "%-10s %6d %6d %10.2f %10.2f %8.1f %10.0f %10.0f\n", p.Kind, p.Pods, p.Bound, p.CreateSeconds, p.Seconds, p.PodsPerSecond, p.BindP50ms, p.BindP99ms)
+	}
+	fmt.Fprintf(out, "ratio reclaimed/native: %.2f (goal >= 0.80); %d nodes, extender --kube-api-qps=%d\n", r.Ratio, r.Nodes, r.ExtenderQPS)
+	if m := r.Reclaimed.ExtenderMeanMs; len(m) > 0 {
+		fmt.Fprintf(out, "extender mean server time during the reclaimed phase: filter %.2f ms, prioritize %.2f ms, bind %.2f ms\n", m["filter"], m["prioritize"], m["bind"])
+	}
+	for _, p := range []phaseResult{r.Reclaimed, r.Native} {
+		if p.Note != "" {
+			fmt.Fprintf(out, "%s: %s\n", p.Kind, p.Note)
+		}
+	}
+}
+
+func waitReady(ctx context.Context, c *cluster.Cluster, name, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if p := c.Process(name); p == nil || !p.Running() {
+			return fmt.Errorf("%s exited:\n%s", name, tail(p))
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if res, err := http.DefaultClient.Do(req); err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("%s not ready in %s:\n%s", name, timeout, tail(c.Process(name)))
+}
+
+func tail(p *cluster.Process) string {
+	if p == nil {
+		return ""
+	}
+	return p.Tail(3000)
+}
+
+// annotate writes a fresh annotation with generous room on every node.
+func (b *schedBench) annotate(ctx context.Context, nodes []string) error {
+	now := time.Now().UTC().Truncate(time.Second)
+	a := reclaimable.Annotation{CPUMilli: 32000, MemoryBytes: 128 << 30, Policy: "usage", MetricsTime: now, WriteTime: now}
+	v, err := a.Marshal()
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{b.names.Annotation: v}}})
+	if err != nil {
+		return err
+	}
+	return parallel(ctx, len(nodes), 32, func(i int) error {
+		_, err := b.client.CoreV1().Nodes().Patch(ctx, nodes[i], types.MergePatchType, patch, metav1.PatchOptions{})
+		return err
+	})
+}
+
+// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+func parallel(ctx context.Context, n, workers int, f func(int) error) error {
+	work := make(chan int)
+	errc := make(chan error, n)
+	var wg sync.WaitGroup
+	for range min(workers, n) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range work {
+				if err := f(i); err != nil {
+					errc <- err
+				}
+			}
+		}()
+	}
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	close(errc)
+	if err := <-errc; err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+func (b *schedBench) waitServiceAccount(ctx context.Context) error {
+	for range 300 {
+		if _, err := b.client.CoreV1().ServiceAccounts(benchNS).Get(ctx, "default", metav1.GetOptions{}); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	return errors.New("no default ServiceAccount in the bench namespace")
+}
+
+// watchBound records when each pod of the namespace is first seen bound.
+func (b *schedBench) watchBound() func() {
+	factory := informers.NewSharedInformerFactoryWithOptions(b.client, 0, informers.WithNamespace(benchNS))
+	inf := factory.Core().V1().Pods().Informer()
+	seen := func(obj any) {
+		pod, ok := obj.(*corev1.Pod)
+		if !ok || pod.Spec.NodeName == "" {
+			return
+		}
+		now := time.Now()
+		b.mu.Lock()
+		if _, done := b.bound[pod.UID]; !done {
+			b.bound[pod.UID] = now
+		}
+		b.mu.Unlock()
+		select {
+		case b.boundCh <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = inf.AddEventHandler(cache.ResourceEventHandlerFuncs{AddFunc: seen, UpdateFunc: func(_, o any) { seen(o) }})
+	stop := make(chan struct{})
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	return func() { close(stop); factory.Shutdown() }
+}
+
+func (b *schedBench) pod(name string, reclaimed bool) *corev1.Pod {
+	rl := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(b.cfg.cpuMilli, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(b.cfg.memBytes, resource.BinarySI),
+	}
+	if reclaimed {
+		rl = corev1.ResourceList{
+			b.names.CPU:    *resource.NewQuantity(b.cfg.cpuMilli, resource.DecimalSI),
+			b.names.Memory: *resource.NewQuantity(b.cfg.memBytes, resource.BinarySI),
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS, Labels: map[string]string{"app": "bench"}},
+		Spec: corev1.PodSpec{
+			RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "job", Image: "registry.example/batch:1",
+				Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl.DeepCopy()}}},
+		},
+	}
+}
+
+// phase creates n pods of one kind with the configured number of workers
+// and waits until all are bound (or the phase timeout).
+func (b *schedBench) phase(ctx context.Context, label string, reclaimed bool, n int) (phaseResult, error) {
+	kind := "native"
+	if reclaimed {
+		kind = "reclaimed"
+	}
+	p := phaseResult{Kind: kind, Pods: n}
+	var (
+		mu      sync.Mutex
+		created = make(map[types.UID]time.Time, n)
+		lastAck time.Time
+	)
+	start := time.Now()
+	err := parallel(ctx, n, b.cfg.workers, func(i int) error {
+		pod, err := b.client.CoreV1().Pods(benchNS).Create(ctx, b.pod(fmt.Sprintf("%s-%s-%04d", label, kind, i), reclaimed), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		mu.Lock()
+		created[pod.UID] = now
+		lastAck = now
+		mu.Unlock()
+		return nil
+	})
+	if err != nil {
+		return p, err
+	}
+	p.CreateSeconds = lastAck.Sub(start).Seconds()
+	deadline := time.After(b.cfg.phaseTimeout)
+	for {
+		var last time.Time
+		var lat []time.Duration
+		b.mu.Lock()
+		for uid, t0 := range created {
+			if t, ok := b.bound[uid]; ok {
+				lat = append(lat, t.Sub(t0))
+				last = maxTime(last, t)
+			}
+		}
+		b.mu.Unlock()
+		p.Bound = len(lat)
+		if p.Bound == n {
+			p.Seconds = last.Sub(start).Seconds()
+			p.PodsPerSecond = float64(n) / p.Seconds
+			s := summarize(lat)
+			p.BindP50ms, p.BindP99ms = ms(s.P50), ms(s.P99)
+			return p, nil
+		}
+		select {
+		case <-ctx.Done():
+			return p, ctx.Err()
+		case <-deadline:
+			p.Seconds = time.Since(start).Seconds()
+			p.PodsPerSecond = float64(p.Bound) / p.Seconds
+			p.Note = fmt.Sprintf("only %d of %d pods bound within %s; %s", p.Bound, n, b.cfg.phaseTimeout, b.whyPending(ctx))
+			return p, nil
+		case <-b.boundCh:
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// whyPending returns the latest FailedScheduling message in the namespace.
+func (b *schedBench) whyPending(ctx context.Context) string {
+	evs, err := b.client.CoreV1().Events(benchNS).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	if err != nil || len(evs.Items) == 0 {
+		return "no FailedScheduling event; see the logs in " + filepath.Join(b.c.Dir())
+	}
+	return "last FailedScheduling: " + evs.Items[len(evs.Items)-1].Message
+}
+
+// deleteAll force-deletes every pod of the namespace, one request per pod
+// (a DeleteCollection of a thousand pods can outlive the apiserver's
+// request timeout on a busy machine), and waits until they are gone, so the
+// next phase starts from empty nodes.
+func (b *schedBench) deleteAll(ctx context.Context) error {
+	zero := int64(0)
+	for attempt := 0; attempt < 5; attempt++ {
+		l, err := b.client.CoreV1().Pods(benchNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		if len(l.Items) == 0 {
+			return nil
+		}
+		err = parallel(ctx, len(l.Items), b.cfg.workers, func(i int) error {
+			err := b.client.CoreV1().Pods(benchNS).Delete(ctx, l.Items[i].Name, metav1.DeleteOptions{GracePeriodSeconds: &zero})
+			if apierrors.IsNotFound(err) {
+				return nil
+			}
+			return err
+		})
+		if err != nil && ctx.Err() != nil {
+			return err
+		}
+		// Errors are retried with what is left.
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(time.Second):
+		}
+	}
+	return errors.New("pods of the previous phase were not deleted in time")
+}
+
+// verbTime is the sum and count of a request histogram.
+type verbTime struct{ sum, count float64 }
+
+const extenderDurationMetric = "kube_reclaim_extender_http_request_duration_seconds"
+
+// scrapeVerbTimes reads the extender's request histogram sums and counts by
+// route (all status codes together).
+func scrapeVerbTimes(ctx context.Context, url string) (map[string]verbTime, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	return parseVerbTimes(string(body), extenderDurationMetric), nil
+}
+
+// parseVerbTimes extracts <metric>_sum and <metric>_count by the route label
+// from Prometheus text exposition.
+func parseVerbTimes(text, metric string) map[string]verbTime {
+	out := map[string]verbTime{}
+	for _, line := range strings.Split(text, "\n") {
+		var isSum bool
+		rest, ok := strings.CutPrefix(line, metric+"_sum{")
+		if ok {
+			isSum = true
+		} else if rest, ok = strings.CutPrefix(line, metric+"_count{"); !ok {
+			continue
+		}
+		labels, value, ok := strings.Cut(rest, "} ")
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil {
+			continue
+		}
+		route := ""
+		for _, l := range strings.Split(labels, ",") {
+			if k, val, ok := strings.Cut(l, "="); ok && k == "route" {
+				route = strings.Trim(val, `"`)
+			}
+		}
+		t := out[route]
+		if isSum {
+			t.sum += v
+		} else {
+			t.count += v
+		}
+		out[route] = t
+	}
+	return out
+}
+
+// meanDelta is the mean duration in milliseconds per route between two
+// scrapes.
+func meanDelta(before, after map[string]verbTime) map[string]float64 {
+	out := map[string]float64{}
+	for route, a := range after {
+		b := before[route]
+		if n := a.count - b.count; n > 0 {
+			out[route] = (a.sum - b.sum) / n * 1000
+		}
+	}
+	return out
+}
