@@ -257,10 +257,21 @@ func lastBytes(b []byte, n int) string {
 
 // waitHTTPOK polls url until it answers 200, the process exits, or timeout.
 func waitHTTPOK(ctx context.Context, p *exec.Cmd, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	return pollOK(ctx, url, timeout, 500*time.Millisecond, func() error {
 		if p.ProcessState != nil || syscall.Kill(p.Process.Pid, 0) != nil {
 			return errors.New("process exited")
+		}
+		return nil
+	})
+}
+
+// pollOK polls url every interval until it answers 200, alive reports an
+// error, ctx ends, or timeout passes.
+func pollOK(ctx context.Context, url string, timeout, interval time.Duration, alive func() error) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if err := alive(); err != nil {
+			return err
 		}
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 		if res, err := http.DefaultClient.Do(req); err == nil {
@@ -272,7 +283,7 @@ func waitHTTPOK(ctx context.Context, p *exec.Cmd, url string, timeout time.Durat
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
+		case <-time.After(interval):
 		}
 	}
 	return fmt.Errorf("%s not OK within %s", url, timeout)

@@ -260,25 +260,18 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 }
 
 func waitReady(ctx context.Context, c *cluster.Cluster, name, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	exited := false
+	err := pollOK(ctx, url, timeout, 200*time.Millisecond, func() error {
 		if p := c.Process(name); p == nil || !p.Running() {
+			exited = true
 			return fmt.Errorf("%s exited:\n%s", name, tail(p))
 		}
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-		if res, err := http.DefaultClient.Do(req); err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return nil
+	})
+	if err != nil && !exited && ctx.Err() == nil {
+		return fmt.Errorf("%s: %w:\n%s", name, err, tail(c.Process(name)))
 	}
-	return fmt.Errorf("%s not ready in %s:\n%s", name, timeout, tail(c.Process(name)))
+	return err
 }
 
 func tail(p *cluster.Process) string {
