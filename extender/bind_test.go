@@ -113,7 +113,7 @@ func TestBind(t *testing.T) {
 		apiErr     error
 		wantErr    string // substring of ExtenderBindingResult.Error; "" succeeds
 		wantCalls  int    // Binding API calls
-		wantFree   reclaimable.Request
+		wantFree   reclaimable.Resources
 		wantAssume int
 		wantResult string
 	}{{
@@ -364,7 +364,7 @@ func TestConcurrentBindsNeverOverbook(t *testing.T) {
 	tests := []struct {
 		name string
 		pods int
-		size func(r *rand.Rand) reclaimable.Request
+		size func(r *rand.Rand) reclaimable.Resources
 		// apiErr: nil binds, otherwise the API's answer.
 		apiErr func(i int) error
 		// wantBound, when > 0, is the exact number of pods bound.
@@ -372,19 +372,19 @@ func TestConcurrentBindsNeverOverbook(t *testing.T) {
 	}{{
 		name: "identical pods fill every node exactly",
 		pods: 300,
-		size: func(*rand.Rand) reclaimable.Request { return req(1000, gi) },
+		size: func(*rand.Rand) reclaimable.Resources { return req(1000, gi) },
 		// 10 per node.
 		wantBound: 100,
 	}, {
 		name: "random sizes",
 		pods: 400,
-		size: func(r *rand.Rand) reclaimable.Request {
+		size: func(r *rand.Rand) reclaimable.Resources {
 			return req(100+r.Int64N(2900), 100*mi+r.Int64N(3*gi))
 		},
 	}, {
 		name: "random sizes with rejected and unknown API outcomes",
 		pods: 400,
-		size: func(r *rand.Rand) reclaimable.Request {
+		size: func(r *rand.Rand) reclaimable.Resources {
 			return req(100+r.Int64N(2900), 100*mi+r.Int64N(3*gi))
 		},
 		apiErr: func(i int) error {
@@ -418,7 +418,7 @@ func TestConcurrentBindsNeverOverbook(t *testing.T) {
 			f := newFixture(t, fixtureOpts{}, objs...)
 
 			var mu sync.Mutex
-			booked := map[string]reclaimable.Request{} // node → requests of pods the API bound or may have bound
+			booked := map[string]reclaimable.Resources{} // node → requests of pods the API bound or may have bound
 			var bound int
 			var overbooked []string
 			account := func(b *corev1.Binding) {

@@ -50,7 +50,7 @@ type nodeCache struct {
 
 type placement struct {
 	node string
-	req  reclaimable.Request
+	req  reclaimable.Resources
 }
 
 // assumption is room promised to a pod by a bind the informer has not
@@ -59,7 +59,7 @@ type assumption struct {
 	uid     types.UID
 	pod     string // namespace/name, for logs
 	node    string
-	req     reclaimable.Request
+	req     reclaimable.Resources
 	created time.Time
 	// deadline is when the assumption expires unconfirmed.
 	deadline time.Time
@@ -78,8 +78,8 @@ type nodeEntry struct {
 	// time over which that verdict cannot change (see verdict.validAt).
 	verdict atomic.Pointer[verdict]
 
-	used     reclaimable.Request
-	assumed  reclaimable.Request
+	used     reclaimable.Resources
+	assumed  reclaimable.Resources
 	nPlaced  int
 	nAssumed int
 }
@@ -247,8 +247,8 @@ func (c *nodeCache) dropLocked(a *assumption) {
 	c.gc(e)
 }
 
-func neg(r reclaimable.Request) reclaimable.Request {
-	return reclaimable.Request{CPUMilli: -r.CPUMilli, MemoryBytes: -r.MemoryBytes}
+func neg(r reclaimable.Resources) reclaimable.Resources {
+	return reclaimable.Resources{CPUMilli: -r.CPUMilli, MemoryBytes: -r.MemoryBytes}
 }
 
 // nodeState is one node's room at one instant.
@@ -256,8 +256,8 @@ type nodeState struct {
 	known     bool
 	fresh     bool
 	reason    string // reclaimable reason when not fresh
-	published reclaimable.Request
-	free      reclaimable.Request
+	published reclaimable.Resources
+	free      reclaimable.Resources
 }
 
 // states fills out[i] with the state of names[i], all under one read lock so
@@ -282,7 +282,7 @@ func (c *nodeCache) stateLocked(name string, now time.Time, nowNs int64, alive b
 	pub := v.Values // zero unless fresh
 	return nodeState{
 		known: true, fresh: v.Fresh, reason: v.Reason, published: pub,
-		free: reclaimable.Request{
+		free: reclaimable.Resources{
 			CPUMilli:    pub.CPUMilli - e.used.CPUMilli - e.assumed.CPUMilli,
 			MemoryBytes: pub.MemoryBytes - e.used.MemoryBytes - e.assumed.MemoryBytes,
 		},
@@ -302,7 +302,7 @@ func (c *conflict) Error() string { return c.message }
 
 // assume checks that req fits on node and records the assumption, atomically.
 // A previous assumption of the same pod (a retried bind) is replaced.
-func (c *nodeCache) assume(uid types.UID, pod, node string, req reclaimable.Request) (*assumption, error) {
+func (c *nodeCache) assume(uid types.UID, pod, node string, req reclaimable.Resources) (*assumption, error) {
 	now := c.now()
 	alive := c.alive(now)
 	c.mu.Lock()

@@ -98,14 +98,14 @@ func TestCacheSumsMatchRecount(t *testing.T) {
 			live[uid] = p
 		}
 	}
-	want := map[string]reclaimable.Request{}
+	want := map[string]reclaimable.Resources{}
 	for _, p := range live {
 		if p.nodeName != "" && !p.terminal {
 			want[p.nodeName] = want[p.nodeName].Add(p.req)
 		}
 	}
 	for _, n := range nodes {
-		var got reclaimable.Request
+		var got reclaimable.Resources
 		if e := c.nodes[n]; e != nil {
 			got = e.used
 		}

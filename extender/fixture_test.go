@@ -170,7 +170,7 @@ func decodeOK(t testing.TB, rec *httptest.ResponseRecorder, v any) {
 }
 
 // free returns the node's current room as the extender sees it.
-func (f *fixture) free(node string) reclaimable.Request {
+func (f *fixture) free(node string) reclaimable.Resources {
 	st := make([]nodeState, 1)
 	f.ext.cache.states([]string{node}, st)
 	return st[0].free
@@ -289,6 +289,6 @@ func plainPod(name string) *corev1.Pod {
 	return p
 }
 
-func req(cpu, mem int64) reclaimable.Request {
-	return reclaimable.Request{CPUMilli: cpu, MemoryBytes: mem}
+func req(cpu, mem int64) reclaimable.Resources {
+	return reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}
 }

@@ -26,7 +26,7 @@ type podRecord struct {
 	namespace, name string
 	uid             types.UID
 	nodeName        string
-	req             reclaimable.Request
+	req             reclaimable.Resources
 	mismatch        bool
 	terminal        bool
 }

@@ -76,7 +76,7 @@ func staleID(reason string) reasonID {
 // appendFailure appends why req does not fit in st and returns rNone (and
 // b unchanged) when it fits. The text is plain ASCII without quotes or
 // backslashes, safe inside a JSON string as is.
-func appendFailure(b []byte, st nodeState, req reclaimable.Request) ([]byte, reasonID) {
+func appendFailure(b []byte, st nodeState, req reclaimable.Resources) ([]byte, reasonID) {
 	switch {
 	case !st.known:
 		return append(b, msgUnknownNode...), rUnknownNode
@@ -104,7 +104,7 @@ func appendFailure(b []byte, st nodeState, req reclaimable.Request) ([]byte, rea
 
 // fit says whether req fits in st; when not, the metrics label and the
 // message for the scheduler.
-func fit(st nodeState, req reclaimable.Request) (reason, message string) {
+func fit(st nodeState, req reclaimable.Resources) (reason, message string) {
 	b, id := appendFailure(nil, st, req)
 	switch id {
 	case rNone:
@@ -116,7 +116,7 @@ func fit(st nodeState, req reclaimable.Request) (reason, message string) {
 }
 
 // appendCPUShort: "reclaimed-cpu: need 2000m, free 500m".
-func appendCPUShort(b []byte, req, free reclaimable.Request) []byte {
+func appendCPUShort(b []byte, req, free reclaimable.Resources) []byte {
 	b = append(b, "reclaimed-cpu: need "...)
 	b = strconv.AppendInt(b, req.CPUMilli, 10)
 	b = append(b, "m, free "...)
@@ -125,7 +125,7 @@ func appendCPUShort(b []byte, req, free reclaimable.Request) []byte {
 }
 
 // appendMemoryShort: "reclaimed-memory: need 2Gi, free 512Mi".
-func appendMemoryShort(b []byte, req, free reclaimable.Request) []byte {
+func appendMemoryShort(b []byte, req, free reclaimable.Resources) []byte {
 	b = append(b, "reclaimed-memory: need "...)
 	b = appendBytes(b, req.MemoryBytes)
 	b = append(b, ", free "...)

@@ -285,13 +285,13 @@ func (s *server) appendPrioritize(b []byte, args *wireArgs, rq *request) []byte 
 	return append(b, ']', '\n')
 }
 
-func fits(st nodeState, req reclaimable.Request) bool {
+func fits(st nodeState, req reclaimable.Resources) bool {
 	return st.known && st.fresh &&
 		(req.CPUMilli <= 0 || req.CPUMilli <= st.free.CPUMilli) &&
 		(req.MemoryBytes <= 0 || req.MemoryBytes <= st.free.MemoryBytes)
 }
 
-func score(strategy string, st nodeState, req reclaimable.Request) int64 {
+func score(strategy string, st nodeState, req reclaimable.Resources) int64 {
 	if !fits(st, req) {
 		return extenderv1.MinExtenderPriority
 	}

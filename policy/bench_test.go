@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
 const (
@@ -28,8 +30,8 @@ func benchCluster() []Node {
 	for i := range nodes {
 		n := &nodes[i]
 		n.Name = fmt.Sprintf("node-%d", i)
-		n.Capacity = Resources{CPUMilli: 32000, MemoryBytes: 128 << 30}
-		n.Allocatable = Resources{CPUMilli: 31000, MemoryBytes: 120 << 30}
+		n.Capacity = reclaimable.Resources{CPUMilli: 32000, MemoryBytes: 128 << 30}
+		n.Allocatable = reclaimable.Resources{CPUMilli: 31000, MemoryBytes: 120 << 30}
 		n.Samples = take()
 		for k := range n.Samples {
 			n.Samples[k] = Sample{Time: now.Add(-time.Duration(benchSamples-1-k) * benchPeriod),
@@ -40,7 +42,7 @@ func benchCluster() []Node {
 			p := &n.Pods[j]
 			p.Namespace, p.Name, p.UID = "default", "pod", "uid"
 			p.Reclaimed = j >= benchPods-5
-			p.Requests = Resources{CPUMilli: 500, MemoryBytes: 2 << 30}
+			p.Requests = reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2 << 30}
 			p.StartTime = now.Add(-time.Hour)
 			p.Samples = take()
 			for k := range p.Samples {

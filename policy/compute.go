@@ -8,13 +8,9 @@ import (
 	"strconv"
 	"sync"
 	"time"
-)
 
-// DefaultMetricsStaleAfter is used by Compute when it is given a stale window
-// that is not positive. It matches the publisher's --metrics-stale-after
-// default (reclaimable.DefaultMetricsStaleAfter; this package cannot import
-// reclaimable, which imports it).
-const DefaultMetricsStaleAfter = 2 * time.Minute
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
 
 // Calculator computes policies with reusable scratch buffers, so that a full
 // cycle over thousands of nodes allocates almost nothing beyond the
@@ -52,10 +48,11 @@ func Compute(n *Node, s Settings, now time.Time, metricsStaleAfter time.Duration
 // Compute returns the reclaimable CPU and memory of node n under settings s.
 //
 // now is the evaluation instant (the caller's clock; Compute never reads the
-// clock itself) and metricsStaleAfter the stale window (DefaultMetricsStaleAfter
-// when not positive). The usage policies publish zero with a ZeroReason when
-// the node has no usage sample or its newest sample is older than
-// metricsStaleAfter; the request policy does not read usage and ignores both.
+// clock itself) and metricsStaleAfter the stale window
+// (reclaimable.DefaultMetricsStaleAfter when not positive). The usage
+// policies publish zero with a ZeroReason when the node has no usage sample
+// or its newest sample is older than metricsStaleAfter; the request policy
+// does not read usage and ignores both.
 //
 // Samples must be ascending by Time; unsorted series are sorted into a scratch
 // copy (n is never modified).
@@ -78,7 +75,7 @@ func (c *Calculator) Compute(n *Node, s Settings, now time.Time, metricsStaleAft
 		return zeroResult(r, ZeroReasonNoSamples, "the node has no usage sample")
 	}
 	if metricsStaleAfter <= 0 {
-		metricsStaleAfter = DefaultMetricsStaleAfter
+		metricsStaleAfter = reclaimable.DefaultMetricsStaleAfter
 	}
 	newest := r.MetricsTime
 	if age := now.Sub(newest); age > metricsStaleAfter {
@@ -90,19 +87,19 @@ func (c *Calculator) Compute(n *Node, s Settings, now time.Time, metricsStaleAft
 
 func zeroResult(r Result, reason, note string) Result {
 	r.ZeroReason = reason
-	terms := []Term{
-		{Name: reason, Op: OpBase, Value: 0, Note: note},
-		{Name: reason, Op: OpBase, Value: 0, Note: note},
+	terms := []reclaimable.Term{
+		{Name: reason, Op: reclaimable.OpBase, Value: 0, Note: note},
+		{Name: reason, Op: reclaimable.OpBase, Value: 0, Note: note},
 	}
-	r.Explanation = Explanation{
-		CPU:    ResourceExplanation{Terms: terms[0:1:1]},
-		Memory: ResourceExplanation{Terms: terms[1:2:2]},
+	r.Explanation = reclaimable.Explanation{
+		CPU:    reclaimable.ResourceExplanation{Terms: terms[0:1:1]},
+		Memory: reclaimable.ResourceExplanation{Terms: terms[1:2:2]},
 	}
 	return r
 }
 
 func (c *Calculator) request(n *Node, s Settings, r Result) Result {
-	var req Resources
+	var req reclaimable.Resources
 	regular := 0
 	for i := range n.Pods {
 		p := &n.Pods[i]
@@ -114,16 +111,16 @@ func (c *Calculator) request(n *Node, s Settings, r Result) Result {
 		req.MemoryBytes += p.Requests.MemoryBytes
 	}
 	reqNote := c.note(noteKey{kind: noteRegularRequests, a: int64(regular)})
-	terms := make([]Term, 0, 10)
-	build := func(alloc, requested int64, rs ResourceSettings) (ResourceExplanation, int64) {
+	terms := make([]reclaimable.Term, 0, 10)
+	build := func(alloc, requested int64, rs ResourceSettings) (reclaimable.ResourceExplanation, int64) {
 		start := len(terms)
 		alloc = max(alloc, 0)
 		terms = append(terms,
-			Term{Name: TermAllocatable, Op: OpBase, Value: alloc},
-			Term{Name: TermRegularRequests, Op: OpSubtract, Value: requested, Note: reqNote})
+			reclaimable.Term{Name: TermAllocatable, Op: reclaimable.OpBase, Value: alloc},
+			reclaimable.Term{Name: TermRegularRequests, Op: reclaimable.OpSubtract, Value: requested, Note: reqNote})
 		v := alloc - requested
 		v = c.clamp(&terms, v, alloc, rs)
-		return ResourceExplanation{Terms: terms[start:len(terms):len(terms)], Result: v}, v
+		return reclaimable.ResourceExplanation{Terms: terms[start:len(terms):len(terms)], Result: v}, v
 	}
 	r.Explanation.CPU, r.CPUMilli = build(n.Allocatable.CPUMilli, req.CPUMilli, s.CPU)
 	r.Explanation.Memory, r.MemoryBytes = build(n.Allocatable.MemoryBytes, req.MemoryBytes, s.Memory)
@@ -163,7 +160,7 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 		tol = int64(DefaultSampleAlignment)
 	}
 	mur := r.Policy == PolicyMaxUsageRequest
-	var unmeasured Resources
+	var unmeasured reclaimable.Resources
 	nUnmeasured := 0
 	for pi := range n.Pods {
 		p := &n.Pods[pi]
@@ -216,8 +213,8 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 
 	peakNote := c.note(noteKey{kind: notePeak, a: int64(nw), window: s.Window, peak: s.Peak, mur: mur})
 	unmeasuredNote := c.note(noteKey{kind: noteUnmeasured, a: int64(nUnmeasured)})
-	terms := make([]Term, 0, 16)
-	build := func(alloc int64, cpu bool, unmeasured int64, rs ResourceSettings) (ResourceExplanation, int64) {
+	terms := make([]reclaimable.Term, 0, 16)
+	build := func(alloc int64, cpu bool, unmeasured int64, rs ResourceSettings) (reclaimable.ResourceExplanation, int64) {
 		vals := slices.Grow(c.vals[:0], nw)[:nw]
 		for i := range win {
 			node, pods, recl, regMax := win[i].MemoryBytes, acc[i].podsMem, acc[i].reclMem, acc[i].regMaxMem
@@ -246,15 +243,15 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 		marginPPM := toPPM(rs.Margin)
 		margin := mulPPMCeil(alloc, marginPPM)
 		terms = append(terms,
-			Term{Name: TermAllocatable, Op: OpBase, Value: alloc},
-			Term{Name: TermMargin, Op: OpSubtract, Value: margin, Note: c.note(noteKey{kind: noteMargin, a: marginPPM})},
-			Term{Name: TermRegularPeakUsage, Op: OpSubtract, Value: peak, Note: peakNote},
-			Term{Name: TermSystemUsage, Op: OpInfo, Value: system, Note: noteSystem},
-			Term{Name: TermUnmeasuredRequests, Op: OpSubtract, Value: unmeasured, Note: unmeasuredNote},
+			reclaimable.Term{Name: TermAllocatable, Op: reclaimable.OpBase, Value: alloc},
+			reclaimable.Term{Name: TermMargin, Op: reclaimable.OpSubtract, Value: margin, Note: c.note(noteKey{kind: noteMargin, a: marginPPM})},
+			reclaimable.Term{Name: TermRegularPeakUsage, Op: reclaimable.OpSubtract, Value: peak, Note: peakNote},
+			reclaimable.Term{Name: TermSystemUsage, Op: reclaimable.OpInfo, Value: system, Note: noteSystem},
+			reclaimable.Term{Name: TermUnmeasuredRequests, Op: reclaimable.OpSubtract, Value: unmeasured, Note: unmeasuredNote},
 		)
 		v := alloc - margin - peak - unmeasured
 		v = c.clamp(&terms, v, alloc, rs)
-		return ResourceExplanation{Terms: terms[start:len(terms):len(terms)], Result: v}, v
+		return reclaimable.ResourceExplanation{Terms: terms[start:len(terms):len(terms)], Result: v}, v
 	}
 	r.Explanation.CPU, r.CPUMilli = build(n.Allocatable.CPUMilli, true, unmeasured.CPUMilli, s.CPU)
 	r.Explanation.Memory, r.MemoryBytes = build(n.Allocatable.MemoryBytes, false, unmeasured.MemoryBytes, s.Memory)
@@ -262,14 +259,14 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 }
 
 // clamp appends the floor, cap and minimum terms and applies them to v.
-func (c *Calculator) clamp(terms *[]Term, v, alloc int64, rs ResourceSettings) int64 {
+func (c *Calculator) clamp(terms *[]reclaimable.Term, v, alloc int64, rs ResourceSettings) int64 {
 	capPPM := toPPM(rs.MaxRatio)
 	limit := mulPPMFloor(alloc, capPPM)
 	minimum := max(rs.Minimum, 0)
 	*terms = append(*terms,
-		Term{Name: TermFloor, Op: OpFloor, Value: 0},
-		Term{Name: TermCap, Op: OpCap, Value: limit, Note: c.note(noteKey{kind: noteCap, a: capPPM})},
-		Term{Name: TermMinimum, Op: OpMinimum, Value: minimum},
+		reclaimable.Term{Name: TermFloor, Op: reclaimable.OpFloor, Value: 0},
+		reclaimable.Term{Name: TermCap, Op: reclaimable.OpCap, Value: limit, Note: c.note(noteKey{kind: noteCap, a: capPPM})},
+		reclaimable.Term{Name: TermMinimum, Op: reclaimable.OpMinimum, Value: minimum},
 	)
 	v = min(max(v, 0), limit)
 	if v < minimum {

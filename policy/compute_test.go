@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
 var now = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -17,17 +19,17 @@ func smp(secAgo int, cpu, mem int64) Sample {
 
 func regular(name string, cpu, mem int64, samples ...Sample) Pod {
 	return Pod{Namespace: "default", Name: name, UID: "uid-" + name,
-		Requests: Resources{CPUMilli: cpu, MemoryBytes: mem}, StartTime: ago(3600), Samples: samples}
+		Requests: reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}, StartTime: ago(3600), Samples: samples}
 }
 
 // reclaimed pods carry large native requests to prove they are ignored.
 func reclaimedPod(name string, samples ...Sample) Pod {
 	return Pod{Namespace: "batch", Name: name, UID: "uid-" + name, Reclaimed: true,
-		Requests: Resources{CPUMilli: 9999, MemoryBytes: 9999}, StartTime: ago(3600), Samples: samples}
+		Requests: reclaimable.Resources{CPUMilli: 9999, MemoryBytes: 9999}, StartTime: ago(3600), Samples: samples}
 }
 
-func node(alloc Resources, pods []Pod, samples ...Sample) Node {
-	return Node{Name: "n1", Capacity: Resources{CPUMilli: alloc.CPUMilli + 100, MemoryBytes: alloc.MemoryBytes + 100},
+func node(alloc reclaimable.Resources, pods []Pod, samples ...Sample) Node {
+	return Node{Name: "n1", Capacity: reclaimable.Resources{CPUMilli: alloc.CPUMilli + 100, MemoryBytes: alloc.MemoryBytes + 100},
 		Allocatable: alloc, Pods: pods, Samples: samples}
 }
 
@@ -55,7 +57,7 @@ func twentySamples() []Sample {
 	return out
 }
 
-var alloc4k10k = Resources{CPUMilli: 4000, MemoryBytes: 10000}
+var alloc4k10k = reclaimable.Resources{CPUMilli: 4000, MemoryBytes: 10000}
 
 type computeCase struct {
 	name       string
@@ -279,7 +281,7 @@ func computeCases() []computeCase {
 		},
 		{
 			name:     "rounding the margin up never over-publishes",
-			node:     node(Resources{CPUMilli: 3333, MemoryBytes: 1001}, nil, smp(15, 0, 0)),
+			node:     node(reclaimable.Resources{CPUMilli: 3333, MemoryBytes: 1001}, nil, smp(15, 0, 0)),
 			settings: testSettings(func(s *Settings) { s.Memory.Margin = 0.1 }),
 			// margin ceil(3333x0.35 = 1166.55) = 1167 -> 2166; ceil(1001x0.1 = 100.1) = 101 -> 900
 			wantCPU: 2166, wantMem: 900,
@@ -288,7 +290,7 @@ func computeCases() []computeCase {
 		},
 		{
 			name: "a fractional cap rounds down",
-			node: node(Resources{CPUMilli: 3333, MemoryBytes: 1001}, nil, smp(15, 0, 0)),
+			node: node(reclaimable.Resources{CPUMilli: 3333, MemoryBytes: 1001}, nil, smp(15, 0, 0)),
 			settings: testSettings(func(s *Settings) {
 				s.CPU = ResourceSettings{Margin: 0, MaxRatio: 0.3}
 				s.Memory = ResourceSettings{Margin: 0, MaxRatio: 0.5}
@@ -339,7 +341,7 @@ func computeCases() []computeCase {
 		},
 		{
 			name:     "a large node's memory does not overflow",
-			node:     node(Resources{CPUMilli: 256000, MemoryBytes: 4 << 40}, nil, smp(15, 0, 0)),
+			node:     node(reclaimable.Resources{CPUMilli: 256000, MemoryBytes: 4 << 40}, nil, smp(15, 0, 0)),
 			settings: testSettings(),
 			// 4 TiB = 4398046511104; margin ceil(x0.35 = 1539316278886.4) = 1539316278887
 			// 4398046511104 - 1539316278887 = 2858730232217; cpu 256000 - 89600 = 166400
@@ -348,7 +350,7 @@ func computeCases() []computeCase {
 		},
 		{
 			name:     "a negative allocatable counts as zero",
-			node:     node(Resources{CPUMilli: -1, MemoryBytes: -1}, nil, smp(15, 0, 0)),
+			node:     node(reclaimable.Resources{CPUMilli: -1, MemoryBytes: -1}, nil, smp(15, 0, 0)),
 			settings: testSettings(),
 			wantCPU:  0, wantMem: 0,
 			cpuTerms: map[string]int64{"allocatable": 0},
@@ -497,7 +499,7 @@ func computeCases() []computeCase {
 }
 
 func murNode() Node {
-	return node(Resources{CPUMilli: 8000, MemoryBytes: 20000}, []Pod{
+	return node(reclaimable.Resources{CPUMilli: 8000, MemoryBytes: 20000}, []Pod{
 		regular("g1", 1000, 1000, smp(30, 500, 2000), smp(15, 1500, 1500)),
 		regular("g2", 300, 4000, smp(30, 200, 100), smp(15, 100, 100)),
 		reclaimedPod("r", smp(30, 1000, 1000), smp(15, 0, 0)),
@@ -551,7 +553,7 @@ func TestCompute(t *testing.T) {
 	}
 }
 
-func checkExplanation(t *testing.T, res string, e ResourceExplanation, result int64, want map[string]int64) {
+func checkExplanation(t *testing.T, res string, e reclaimable.ResourceExplanation, result int64, want map[string]int64) {
 	t.Helper()
 	if e.Result != result {
 		t.Errorf("%s: explanation result %d, published %d", res, e.Result, result)
@@ -576,7 +578,7 @@ func checkExplanation(t *testing.T, res string, e ResourceExplanation, result in
 }
 
 func TestExplanationTermsAreInOrder(t *testing.T) {
-	names := func(e ResourceExplanation) []string {
+	names := func(e reclaimable.ResourceExplanation) []string {
 		var out []string
 		for _, term := range e.Terms {
 			out = append(out, term.Name+" "+term.Op)
@@ -603,7 +605,7 @@ func TestExplanationTermsAreInOrder(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			r := Compute(&tc.node, testSettings(func(s *Settings) { s.Policy = tc.policy }), now, 2*time.Minute)
-			for _, e := range []ResourceExplanation{r.Explanation.CPU, r.Explanation.Memory} {
+			for _, e := range []reclaimable.ResourceExplanation{r.Explanation.CPU, r.Explanation.Memory} {
 				if got := names(e); !slices.Equal(got, tc.want) {
 					t.Errorf("terms %q, want %q", got, tc.want)
 				}
@@ -630,30 +632,6 @@ func TestExplanationNotes(t *testing.T) {
 	r = Compute(&stale, testSettings(), now, 2*time.Minute)
 	if w := "newest node sample is 2m30s old (stale after 2m0s)"; r.Explanation.CPU.Terms[0].Note != w {
 		t.Errorf("stale note %q, want %q", r.Explanation.CPU.Terms[0].Note, w)
-	}
-}
-
-func TestEvaluateAppliesEveryOp(t *testing.T) {
-	cases := []struct {
-		name  string
-		terms []Term
-		want  int64
-	}{
-		{"terms start from zero", nil, 0},
-		{"a base term replaces the running value and subtractions follow",
-			[]Term{{Op: OpBase, Value: 100}, {Op: OpSubtract, Value: 30}, {Op: OpInfo, Value: 1000}}, 70},
-		{"a floor raises a negative value",
-			[]Term{{Op: OpBase, Value: 10}, {Op: OpSubtract, Value: 30}, {Op: OpFloor, Value: 0}}, 0},
-		{"a cap lowers the value", []Term{{Op: OpBase, Value: 10}, {Op: OpCap, Value: 4}}, 4},
-		{"a value below the minimum becomes zero", []Term{{Op: OpBase, Value: 10}, {Op: OpMinimum, Value: 11}}, 0},
-		{"a value at the minimum stays", []Term{{Op: OpBase, Value: 10}, {Op: OpMinimum, Value: 10}}, 10},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := (ResourceExplanation{Terms: tc.terms}).Evaluate(); got != tc.want {
-				t.Errorf("Evaluate = %d, want %d", got, tc.want)
-			}
-		})
 	}
 }
 

@@ -5,16 +5,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-)
 
-// Resources is an amount of CPU and memory in the units the reclaimed
-// resources are published in.
-type Resources struct {
-	// CPUMilli is CPU in millicores.
-	CPUMilli int64
-	// MemoryBytes is memory in bytes.
-	MemoryBytes int64
-}
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
 
 // Sample is one usage measurement (metrics.k8s.io NodeMetrics or PodMetrics).
 type Sample struct {
@@ -35,7 +28,7 @@ type Pod struct {
 	UID       string
 	// Requests are the pod's native CPU and memory requests (what the
 	// scheduler counts against allocatable). Ignored for reclaimed pods.
-	Requests Resources
+	Requests reclaimable.Resources
 	// Reclaimed is true for pods that run on reclaimed resources (they request
 	// the reclaimed-cpu/-memory extended resources). Their requests are not
 	// regular requests and their usage is subtracted from the node usage.
@@ -53,9 +46,9 @@ type Node struct {
 	Name string
 	// Capacity is status.capacity (informational; the built-in policies
 	// work from Allocatable).
-	Capacity Resources
+	Capacity reclaimable.Resources
 	// Allocatable is status.allocatable for native cpu and memory.
-	Allocatable Resources
+	Allocatable reclaimable.Resources
 	// Pods bound to the node and not terminal, reclaimed or not.
 	Pods []Pod
 	// Samples is the node's usage history, ascending by Time.
@@ -64,10 +57,9 @@ type Node struct {
 
 // Result is the outcome of a policy for one node.
 type Result struct {
-	// CPUMilli and MemoryBytes are the reclaimable amounts to publish. They
-	// are never negative and always rounded down.
-	CPUMilli    int64
-	MemoryBytes int64
+	// Resources are the reclaimable amounts to publish. They are never
+	// negative and always rounded down.
+	reclaimable.Resources
 	// Policy is the policy that produced the values.
 	Policy PolicyName
 	// MetricsTime is the time of the newest node usage sample (zero when
@@ -78,12 +70,7 @@ type Result struct {
 	// computed; empty otherwise, including when the formula itself gives zero.
 	ZeroReason string
 	// Explanation carries every term of the formula.
-	Explanation Explanation
-}
-
-// Values returns the published amounts as Resources.
-func (r *Result) Values() Resources {
-	return Resources{CPUMilli: r.CPUMilli, MemoryBytes: r.MemoryBytes}
+	Explanation reclaimable.Explanation
 }
 
 // Reasons for publishing zero on purpose; stable strings for the annotation,

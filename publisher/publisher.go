@@ -289,97 +289,70 @@ func (p *Publisher) Cycle(ctx context.Context) {
 		"duration": time.Since(start).Round(time.Millisecond)}).Debug("cycle done")
 }
 
-// write is the work for one node: the annotation (when value is set) and
-// then the status.
+// write is the work for one node: the annotation (when set) and then the
+// status, as the policy's Decision says.
 type write struct {
 	node       string
 	annotation string
-	values     reclaimable.Request
+	values     reclaimable.Resources
 	reason     string
-	// statusCurrent: status already carries values, only the annotation is due.
-	statusCurrent bool
+	status     bool
 }
 
 func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Time) (*write, policy.Result) {
 	settings, pool := cfg.For(node.Labels)
-	in := p.input(node)
+	in, held := p.input(node)
 	res := p.calc.Compute(&in, settings, now, p.opts.MetricsStaleAfter)
-	next := reclaimable.Request{CPUMilli: res.CPUMilli, MemoryBytes: res.MemoryBytes}
 
-	var prev *policy.Published
+	obs := policy.Observed{Status: p.statusValues(node), Held: held}
 	if a, err := reclaimable.Parse(node.Annotations[p.names.Annotation]); err == nil {
-		prev = &policy.Published{Values: policy.Resources{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes}, WriteTime: a.WriteTime}
-		// A refresh is due anyway: write the true value, small decreases included.
-		if now.Sub(a.WriteTime) < p.opts.RefreshInterval {
-			next = p.suppressNoise(prev.Values, next, p.promised(node.Name))
-		}
+		obs.Published = &policy.Published{Values: a.Values(), WriteTime: a.WriteTime}
 	}
-	publish, reason := policy.ShouldPublish(prev, policy.Resources{CPUMilli: next.CPUMilli, MemoryBytes: next.MemoryBytes},
-		now, settings.ChangeThreshold, p.opts.RefreshInterval)
-	if !publish {
-		// The annotation is current; make sure status agrees (kubelet
-		// re-registration can zero extended resources).
-		if prev != nil && !p.statusMatches(node, reclaimable.Request{CPUMilli: prev.Values.CPUMilli, MemoryBytes: prev.Values.MemoryBytes}) {
-			return &write{node: node.Name, values: reclaimable.Request{CPUMilli: prev.Values.CPUMilli, MemoryBytes: prev.Values.MemoryBytes}, reason: "status-mismatch"}, res
-		}
+	d := policy.Decide(obs, res.Resources, now, policy.Gate{ChangeThreshold: settings.ChangeThreshold,
+		DecreaseThreshold: p.opts.DecreaseThreshold, Refresh: p.opts.RefreshInterval})
+	if !d.Writes() {
 		return nil, res
 	}
-	expl := res.Explanation
-	ann := reclaimable.Annotation{CPUMilli: next.CPUMilli, MemoryBytes: next.MemoryBytes, Policy: string(res.Policy),
-		Pool: pool, MetricsTime: res.MetricsTime, WriteTime: now.UTC().Truncate(time.Second), ZeroReason: res.ZeroReason, Explanation: &expl}
-	value, err := ann.Marshal()
-	if err != nil {
-		logrus.WithError(err).WithField("node", node.Name).Error("encoding annotation")
-		return nil, res
-	}
-	return &write{node: node.Name, annotation: value, values: next, reason: reason, statusCurrent: p.statusMatches(node, next)}, res
-}
-
-// suppressNoise keeps the previous value of a resource whose decrease is
-// below --decrease-threshold, unless the new value no longer covers what
-// reclaimed pods on the node already hold: that room must be withdrawn now.
-func (p *Publisher) suppressNoise(prev policy.Resources, next, promised reclaimable.Request) reclaimable.Request {
-	keep := func(old, nw, held int64) int64 {
-		if nw < old && nw >= held && float64(old-nw) < p.opts.DecreaseThreshold*float64(old) {
-			return old
+	w := &write{node: node.Name, values: d.Values, reason: d.Reason, status: d.WriteStatus}
+	if d.WriteAnnotation {
+		expl := res.Explanation
+		ann := reclaimable.Annotation{CPUMilli: d.Values.CPUMilli, MemoryBytes: d.Values.MemoryBytes, Policy: string(res.Policy),
+			Pool: pool, MetricsTime: res.MetricsTime, WriteTime: now.UTC().Truncate(time.Second), ZeroReason: res.ZeroReason, Explanation: &expl}
+		value, err := ann.Marshal()
+		if err != nil {
+			logrus.WithError(err).WithField("node", node.Name).Error("encoding annotation")
+			return nil, res
 		}
-		return nw
+		w.annotation = value
 	}
-	return reclaimable.Request{CPUMilli: keep(prev.CPUMilli, next.CPUMilli, promised.CPUMilli),
-		MemoryBytes: keep(prev.MemoryBytes, next.MemoryBytes, promised.MemoryBytes)}
+	return w, res
 }
 
-// promised is the sum of the reclaimed requests of the node's live pods.
-func (p *Publisher) promised(node string) reclaimable.Request {
-	var sum reclaimable.Request
-	objs, _ := p.podIndex.ByIndex(podNodeIndex, node)
-	for _, o := range objs {
-		pod := o.(*corev1.Pod)
-		if terminal(pod) {
-			continue
-		}
-		r, _ := p.names.PodRequest(pod)
-		sum = sum.Add(r)
+// statusValues returns the reclaimed resources the node status carries, or
+// nil when capacity or allocatable lacks one or they disagree: the publisher
+// always writes both alike (see patchStatus), so anything else needs a write.
+func (p *Publisher) statusValues(node *corev1.Node) *reclaimable.Resources {
+	get := func(name corev1.ResourceName) (int64, bool) {
+		c, okC := node.Status.Capacity[name]
+		a, okA := node.Status.Allocatable[name]
+		return c.Value(), okC && okA && c.Cmp(a) == 0
 	}
-	return sum
-}
-
-func (p *Publisher) statusMatches(node *corev1.Node, v reclaimable.Request) bool {
-	eq := func(l corev1.ResourceList, name corev1.ResourceName, want int64) bool {
-		q, ok := l[name]
-		return ok && q.Value() == want
+	cpu, okCPU := get(p.names.CPU)
+	mem, okMem := get(p.names.Memory)
+	if !okCPU || !okMem {
+		return nil
 	}
-	return eq(node.Status.Capacity, p.names.CPU, v.CPUMilli) && eq(node.Status.Allocatable, p.names.CPU, v.CPUMilli) &&
-		eq(node.Status.Capacity, p.names.Memory, v.MemoryBytes) && eq(node.Status.Allocatable, p.names.Memory, v.MemoryBytes)
+	return &reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}
 }
 
 func terminal(pod *corev1.Pod) bool {
 	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
 }
 
-// input assembles the policy's view of one node.
-func (p *Publisher) input(node *corev1.Node) policy.Node {
-	in := policy.Node{
+// input assembles the policy's view of one node, and the sum of the reclaimed
+// requests of its live pods (room already promised to them).
+func (p *Publisher) input(node *corev1.Node) (in policy.Node, held reclaimable.Resources) {
+	in = policy.Node{
 		Name:        node.Name,
 		Capacity:    resources(node.Status.Capacity),
 		Allocatable: resources(node.Status.Allocatable),
@@ -395,10 +368,10 @@ func (p *Publisher) input(node *corev1.Node) policy.Node {
 		if terminal(pod) {
 			continue
 		}
-		req := reclaimable.NativeRequest(pod)
+		reclaimed, _ := p.names.PodRequest(pod)
+		held = held.Add(reclaimed)
 		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-			Requests:  policy.Resources{CPUMilli: req.CPUMilli, MemoryBytes: req.MemoryBytes},
-			Reclaimed: p.names.IsReclaimedPod(pod)}
+			Requests: reclaimable.NativeRequest(pod), Reclaimed: !reclaimed.IsZero()}
 		if pod.Status.StartTime != nil {
 			pp.StartTime = pod.Status.StartTime.Time
 		}
@@ -408,11 +381,11 @@ func (p *Publisher) input(node *corev1.Node) policy.Node {
 		in.Pods = append(in.Pods, pp)
 	}
 	p.scratch = buf
-	return in
+	return in, held
 }
 
-func resources(l corev1.ResourceList) policy.Resources {
-	return policy.Resources{CPUMilli: l.Cpu().MilliValue(), MemoryBytes: l.Memory().Value()}
+func resources(l corev1.ResourceList) reclaimable.Resources {
+	return reclaimable.Resources{CPUMilli: l.Cpu().MilliValue(), MemoryBytes: l.Memory().Value()}
 }
 
 func (p *Publisher) forgetGone(seen map[string]bool) {
@@ -467,7 +440,7 @@ func (p *Publisher) write(ctx context.Context, w write) error {
 		p.m.writes.WithLabelValues("annotation", w.reason).Inc()
 		logrus.WithFields(logrus.Fields{"node": w.node, "cpu": w.values.CPUMilli, "memory": w.values.MemoryBytes, "reason": w.reason}).Debug("published")
 	}
-	if w.statusCurrent {
+	if !w.status {
 		return nil
 	}
 	if err := retryWrite(ctx, func(ctx context.Context) error { return p.patchStatus(ctx, w) }); err != nil {

@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -17,7 +18,6 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
-	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -42,43 +42,20 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	}
 }
 
-func req(cpu, mem int64) reclaimable.Request {
-	return reclaimable.Request{CPUMilli: cpu, MemoryBytes: mem}
-}
-
-func TestSuppressNoise(t *testing.T) {
-	p := &Publisher{opts: &Options{DecreaseThreshold: 0.01}}
-	prev := policy.Resources{CPUMilli: 10000, MemoryBytes: 1000}
-	cases := []struct {
-		name           string
-		next, promised reclaimable.Request
-		want           reclaimable.Request
-	}{
-		{"a decrease below the threshold keeps the published value", req(9950, 995), req(0, 0), req(10000, 1000)},
-		{"a decrease at the threshold is published", req(9900, 990), req(0, 0), req(9900, 990)},
-		{"a small decrease under promised room is published at once", req(9950, 1000), req(9990, 0), req(9950, 1000)},
-		{"an increase passes through to the change gate", req(10500, 1001), req(0, 0), req(10500, 1001)},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := p.suppressNoise(prev, tc.next, tc.promised); got != tc.want {
-				t.Errorf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
-}
-
-// newTestPublisher runs a publisher against fake clients holding nodes that
-// each use 2 cores and 1 GiB of 10 cores and 10 GiB (so the usage policy
-// publishes 4500m and 10Gi x 0.65 - 1Gi).
-func newTestPublisher(t *testing.T, ctx context.Context, nodes ...*corev1.Node) (*Publisher, *fake.Clientset) {
+// newTestPublisher runs a publisher against fake clients holding objs. Nodes
+// among them each use 2 cores and 1 GiB of 10 cores and 10 GiB (so the usage
+// policy publishes 4500m and 10Gi x 0.65 - 1Gi), and their status has no
+// reclaimed resources.
+func newTestPublisher(t *testing.T, ctx context.Context, objs ...runtime.Object) (*Publisher, *fake.Clientset) {
 	t.Helper()
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10"), corev1.ResourceMemory: resource.MustParse("10Gi")}
-	objs := make([]runtime.Object, 0, len(nodes))
 	mc := metricsfake.NewSimpleClientset()
-	for _, n := range nodes {
+	for _, o := range objs {
+		n, ok := o.(*corev1.Node)
+		if !ok {
+			continue
+		}
 		n.Status = corev1.NodeStatus{Capacity: res, Allocatable: res}
-		objs = append(objs, n)
 		// The fake tracker would guess the resource "nodemetricses"; the client lists "nodes".
 		if err := mc.Tracker().Create(schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "nodes"}, &metricsv1beta1.NodeMetrics{
 			ObjectMeta: metav1.ObjectMeta{Name: n.Name},
@@ -141,9 +118,10 @@ func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 	// Let the informer see the write, then a cycle with unchanged usage writes nothing.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		n, _ := p.nodes.Get("n1")
-		if n != nil && n.Annotations[names.Annotation] != "" && p.statusMatches(n, reclaimable.Request{CPUMilli: wantCPU, MemoryBytes: wantMem}) {
-			break
+		if n, _ := p.nodes.Get("n1"); n != nil && n.Annotations[names.Annotation] != "" {
+			if v := p.statusValues(n); v != nil && *v == (reclaimable.Resources{CPUMilli: wantCPU, MemoryBytes: wantMem}) {
+				break
+			}
 		}
 		if time.Now().After(deadline) {
 			t.Fatal("informer never saw the write")
@@ -159,21 +137,34 @@ func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 	}
 }
 
-// A decrease below --decrease-threshold waits, but only until the refresh:
-// the refresh writes the true value rather than sealing the old one again.
-func TestSmallDecreaseWaitsForTheRefreshAndNoLonger(t *testing.T) {
+func annotatedNode(t *testing.T, name string, v reclaimable.Resources, written time.Time) *corev1.Node {
+	t.Helper()
+	value, err := reclaimable.Annotation{CPUMilli: v.CPUMilli, MemoryBytes: v.MemoryBytes, Policy: "usage", WriteTime: written}.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
+		Annotations: map[string]string{reclaimable.MustNames(reclaimable.DefaultDomain).Annotation: value}}}
+}
+
+// A decrease below --decrease-threshold waits, but only until the refresh
+// (the refresh writes the true value rather than sealing the old one again),
+// and not at all when reclaimed pods on the node hold more than the new value.
+func TestSmallDecreaseWaitsForTheRefreshOrHeldRoomAndNoLonger(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
-	old := func(name string, written time.Time) *corev1.Node {
-		// 0.4 % above what the policy now computes: measurement noise.
-		v, err := reclaimable.Annotation{CPUMilli: wantCPU + 18, MemoryBytes: wantMem, Policy: "usage", WriteTime: written}.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{names.Annotation: v}}}
-	}
-	p, client := newTestPublisher(t, ctx, old("recent", time.Now().Add(-time.Minute)), old("due", time.Now().Add(-6*time.Minute)))
+	// 0.4 % above what the policy now computes: measurement noise.
+	noisy := reclaimable.Resources{CPUMilli: wantCPU + 18, MemoryBytes: wantMem}
+	cpu := resource.MustParse(fmt.Sprintf("%d", wantCPU+10))
+	holder := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: "holder"},
+		Spec: corev1.PodSpec{NodeName: "held", Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{names.CPU: cpu}, Limits: corev1.ResourceList{names.CPU: cpu}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	p, client := newTestPublisher(t, ctx,
+		annotatedNode(t, "recent", noisy, time.Now().Add(-time.Minute)),
+		annotatedNode(t, "due", noisy, time.Now().Add(-6*time.Minute)),
+		annotatedNode(t, "held", noisy, time.Now().Add(-time.Minute)), holder)
 	p.Cycle(ctx)
 	if a := annotation(t, client, "recent"); a.CPUMilli != wantCPU+18 {
 		t.Errorf("recent annotation: cpu %d, want the noise suppressed (%d)", a.CPUMilli, wantCPU+18)
@@ -181,4 +172,59 @@ func TestSmallDecreaseWaitsForTheRefreshAndNoLonger(t *testing.T) {
 	if a := annotation(t, client, "due"); a.CPUMilli != wantCPU || time.Since(a.WriteTime) > time.Minute {
 		t.Errorf("refreshed annotation: cpu %d written %s, want %d written now", a.CPUMilli, a.WriteTime, wantCPU)
 	}
+	if a := annotation(t, client, "held"); a.CPUMilli != wantCPU {
+		t.Errorf("annotation under held room: cpu %d, want the decrease to %d published at once", a.CPUMilli, wantCPU)
+	}
+}
+
+// kubelet re-registration can drop extended resources from the status: with
+// the annotation current, only the status is rewritten, with its values.
+func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	current := reclaimable.Resources{CPUMilli: wantCPU, MemoryBytes: wantMem}
+	p, client := newTestPublisher(t, ctx, annotatedNode(t, "n1", current, time.Now().Add(-time.Minute)))
+	before := len(client.Actions())
+	p.Cycle(ctx)
+	var patches []string
+	for _, a := range client.Actions()[before:] {
+		if a.GetVerb() == "patch" {
+			patches = append(patches, a.GetSubresource())
+		}
+	}
+	if len(patches) != 1 || patches[0] != "status" {
+		t.Errorf("patched subresources %q, want only status", patches)
+	}
+	got, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := p.statusValues(got); v == nil || *v != current {
+		t.Errorf("status carries %+v, want %+v", v, current)
+	}
+	if got := writeCounts(t, p); len(got) != 1 || got["status/status-mismatch"] != 1 {
+		t.Errorf("writes_total by kind/reason = %v, want only status/status-mismatch once", got)
+	}
+}
+
+// writeCounts reads the writes_total counter by "kind/reason".
+func writeCounts(t *testing.T, p *Publisher) map[string]float64 {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(p.m.writes)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			l := map[string]string{}
+			for _, lp := range m.GetLabel() {
+				l[lp.GetName()] = lp.GetValue()
+			}
+			out[l["kind"]+"/"+l["reason"]] = m.GetCounter().GetValue()
+		}
+	}
+	return out
 }

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/kube-reclaim/kube-reclaim/policy"
 )
 
 // Defaults shared by every role; see the staleness row of DESIGN.md.
@@ -36,7 +34,7 @@ type Annotation struct {
 	// no samples); empty when the values came from the policy.
 	ZeroReason string `json:"zeroReason,omitempty"`
 	// Explanation carries every term of the formula, for kubectl reclaim explain.
-	Explanation *policy.Explanation `json:"explanation,omitempty"`
+	Explanation *Explanation `json:"explanation,omitempty"`
 }
 
 // Parse decodes an annotation value. Negative values are rejected rather than
@@ -59,6 +57,11 @@ func Parse(value string) (Annotation, error) {
 	return a, nil
 }
 
+// Values returns the published amounts.
+func (a *Annotation) Values() Resources {
+	return Resources{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes}
+}
+
 // Marshal encodes the annotation value.
 func (a Annotation) Marshal() (string, error) {
 	b, err := json.Marshal(a)
@@ -77,7 +80,7 @@ const (
 // Freshness is the verdict on a node's annotation at one instant.
 type Freshness struct {
 	// Values are the trustworthy values: the annotated ones when fresh, zero otherwise.
-	Values Request
+	Values Resources
 	Fresh  bool
 	// Reason is empty when fresh, one of the Reason constants otherwise.
 	Reason string
@@ -111,5 +114,5 @@ func Judge(value string, present bool, now time.Time, staleAfter time.Duration, 
 		return Freshness{Reason: ReasonPublisherDown, Annotation: &a,
 			Detail: "publisher leader lease not renewed for two lease durations"}
 	}
-	return Freshness{Fresh: true, Annotation: &a, Values: Request{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes}}
+	return Freshness{Fresh: true, Annotation: &a, Values: a.Values()}
 }

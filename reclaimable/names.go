@@ -54,18 +54,23 @@ func MustNames(domain string) Names {
 	return n
 }
 
-// Request is what a pod asks of the reclaimed resources.
-type Request struct {
-	CPUMilli    int64
-	MemoryBytes int64
+// Resources is an amount of CPU and memory in the units the reclaimed
+// resources are published in. Every role uses this one pair: what a pod asks
+// for, what a node publishes, what the policy computes. The JSON keys are
+// part of kubectl reclaim's -o json output.
+type Resources struct {
+	// CPUMilli is CPU in millicores.
+	CPUMilli int64 `json:"cpuMilli"`
+	// MemoryBytes is memory in bytes.
+	MemoryBytes int64 `json:"memoryBytes"`
 }
 
-// IsZero reports whether the pod asks for no reclaimed resource at all.
-func (r Request) IsZero() bool { return r.CPUMilli == 0 && r.MemoryBytes == 0 }
+// IsZero reports whether both amounts are zero.
+func (r Resources) IsZero() bool { return r.CPUMilli == 0 && r.MemoryBytes == 0 }
 
-// Add returns the sum of two requests.
-func (r Request) Add(o Request) Request {
-	return Request{CPUMilli: r.CPUMilli + o.CPUMilli, MemoryBytes: r.MemoryBytes + o.MemoryBytes}
+// Add returns the sum of two amounts.
+func (r Resources) Add(o Resources) Resources {
+	return Resources{CPUMilli: r.CPUMilli + o.CPUMilli, MemoryBytes: r.MemoryBytes + o.MemoryBytes}
 }
 
 // PodRequest returns the effective reclaimed request of a pod, aggregated the
@@ -73,8 +78,8 @@ func (r Request) Add(o Request) Request {
 // limitsMismatch is true when any container's reclaimed request differs from
 // its limit: extended resources cannot be overcommitted, so such a pod is
 // invalid for scheduling onto reclaimed capacity.
-func (n Names) PodRequest(pod *corev1.Pod) (req Request, limitsMismatch bool) {
-	req = aggregate(pod, func(c *corev1.Container) Request {
+func (n Names) PodRequest(pod *corev1.Pod) (req Resources, limitsMismatch bool) {
+	req = aggregate(pod, func(c *corev1.Container) Resources {
 		for _, name := range []corev1.ResourceName{n.CPU, n.Memory} {
 			r, hasReq := c.Resources.Requests[name]
 			l, hasLim := c.Resources.Limits[name]
@@ -84,7 +89,7 @@ func (n Names) PodRequest(pod *corev1.Pod) (req Request, limitsMismatch bool) {
 				limitsMismatch = true
 			}
 		}
-		return Request{
+		return Resources{
 			CPUMilli:    requestOrLimit(c.Resources, n.CPU),
 			MemoryBytes: requestOrLimit(c.Resources, n.Memory),
 		}
@@ -96,9 +101,9 @@ func (n Names) PodRequest(pod *corev1.Pod) (req Request, limitsMismatch bool) {
 
 // NativeRequest returns the pod's effective native CPU (millicores) and memory
 // (bytes) requests, aggregated like PodRequest.
-func NativeRequest(pod *corev1.Pod) Request {
-	r := aggregate(pod, func(c *corev1.Container) Request {
-		return Request{CPUMilli: c.Resources.Requests.Cpu().MilliValue(), MemoryBytes: c.Resources.Requests.Memory().Value()}
+func NativeRequest(pod *corev1.Pod) Resources {
+	r := aggregate(pod, func(c *corev1.Container) Resources {
+		return Resources{CPUMilli: c.Resources.Requests.Cpu().MilliValue(), MemoryBytes: c.Resources.Requests.Memory().Value()}
 	})
 	r.CPUMilli += pod.Spec.Overhead.Cpu().MilliValue()
 	r.MemoryBytes += pod.Spec.Overhead.Memory().Value()
@@ -108,8 +113,8 @@ func NativeRequest(pod *corev1.Pod) Request {
 // aggregate sums get over app containers and restartable (sidecar) init
 // containers, and takes the larger of that and the largest regular init
 // container, per resource: init containers run one at a time before the rest.
-func aggregate(pod *corev1.Pod, get func(*corev1.Container) Request) Request {
-	var sum, initMax Request
+func aggregate(pod *corev1.Pod, get func(*corev1.Container) Resources) Resources {
+	var sum, initMax Resources
 	for i := range pod.Spec.Containers {
 		sum = sum.Add(get(&pod.Spec.Containers[i]))
 	}
@@ -123,7 +128,7 @@ func aggregate(pod *corev1.Pod, get func(*corev1.Container) Request) Request {
 		initMax.CPUMilli = max(initMax.CPUMilli, r.CPUMilli)
 		initMax.MemoryBytes = max(initMax.MemoryBytes, r.MemoryBytes)
 	}
-	return Request{CPUMilli: max(sum.CPUMilli, initMax.CPUMilli), MemoryBytes: max(sum.MemoryBytes, initMax.MemoryBytes)}
+	return Resources{CPUMilli: max(sum.CPUMilli, initMax.CPUMilli), MemoryBytes: max(sum.MemoryBytes, initMax.MemoryBytes)}
 }
 
 func requestOrLimit(r corev1.ResourceRequirements, name corev1.ResourceName) int64 {

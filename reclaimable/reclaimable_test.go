@@ -29,39 +29,39 @@ func TestPodRequest(t *testing.T) {
 	cases := []struct {
 		name     string
 		pod      corev1.PodSpec
-		want     Request
+		want     Resources
 		mismatch bool
 	}{
 		{"a pod without reclaimed resources requests nothing",
-			corev1.PodSpec{Containers: []corev1.Container{container(list("cpu", "2"), nil)}}, Request{}, false},
+			corev1.PodSpec{Containers: []corev1.Container{container(list("cpu", "2"), nil)}}, Resources{}, false},
 		{"app containers add up",
 			corev1.PodSpec{Containers: []corev1.Container{
 				container(list(cpu, "1500", mem, "1Gi"), list(cpu, "1500", mem, "1Gi")),
 				container(list(cpu, "500"), list(cpu, "500")),
-			}}, Request{CPUMilli: 2000, MemoryBytes: 1 << 30}, false},
+			}}, Resources{CPUMilli: 2000, MemoryBytes: 1 << 30}, false},
 		{"a larger init container sets the effective request",
 			corev1.PodSpec{
 				InitContainers: []corev1.Container{container(list(cpu, "4000"), list(cpu, "4000"))},
 				Containers:     []corev1.Container{container(list(cpu, "1000"), list(cpu, "1000"))},
-			}, Request{CPUMilli: 4000}, false},
+			}, Resources{CPUMilli: 4000}, false},
 		{"sidecar init containers add to the app containers",
 			corev1.PodSpec{
 				InitContainers: []corev1.Container{{Name: "s", RestartPolicy: &always, Resources: corev1.ResourceRequirements{
 					Requests: list(cpu, "300"), Limits: list(cpu, "300")}}},
 				Containers: []corev1.Container{container(list(cpu, "1000"), list(cpu, "1000"))},
-			}, Request{CPUMilli: 1300}, false},
+			}, Resources{CPUMilli: 1300}, false},
 		{"a request different from its limit is a mismatch",
 			corev1.PodSpec{Containers: []corev1.Container{container(list(cpu, "1000"), list(cpu, "2000"))}},
-			Request{CPUMilli: 1000}, true},
+			Resources{CPUMilli: 1000}, true},
 		{"a request without a limit is a mismatch",
 			corev1.PodSpec{Containers: []corev1.Container{container(list(mem, "1Gi"), nil)}},
-			Request{MemoryBytes: 1 << 30}, true},
+			Resources{MemoryBytes: 1 << 30}, true},
 		{"a limit alone counts as the request",
 			corev1.PodSpec{Containers: []corev1.Container{container(nil, list(cpu, "700"))}},
-			Request{CPUMilli: 700}, false},
+			Resources{CPUMilli: 700}, false},
 		{"pod overhead is added",
 			corev1.PodSpec{Overhead: list(cpu, "100"), Containers: []corev1.Container{container(list(cpu, "1000"), list(cpu, "1000"))}},
-			Request{CPUMilli: 1100}, false},
+			Resources{CPUMilli: 1100}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,7 +81,7 @@ func TestNativeRequestCountsCPUAndMemoryLikeTheScheduler(t *testing.T) {
 		InitContainers: []corev1.Container{container(list("cpu", "3", "memory", "1Gi"), nil)},
 		Containers:     []corev1.Container{container(list("cpu", "500m", "memory", "2Gi"), nil), container(list("cpu", "1"), nil)},
 	}}
-	if got, want := NativeRequest(pod), (Request{CPUMilli: 3000, MemoryBytes: 2 << 30}); got != want {
+	if got, want := NativeRequest(pod), (Resources{CPUMilli: 3000, MemoryBytes: 2 << 30}); got != want {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
 }
@@ -102,17 +102,17 @@ func TestJudge(t *testing.T) {
 		alive   bool
 		fresh   bool
 		reason  string
-		values  Request
+		values  Resources
 	}{
-		{"a fresh annotation is trusted", ann(now.Add(-time.Minute)), true, true, true, "", Request{1500, 2048}},
-		{"a missing annotation is zero", "", false, true, false, ReasonMissing, Request{}},
-		{"malformed JSON is zero", "{cpu:", true, true, false, ReasonMalformed, Request{}},
-		{"negative values are zero", `{"cpu":-1,"memory":5,"writeTime":"2026-01-01T11:59:00Z"}`, true, true, false, ReasonMalformed, Request{}},
-		{"an annotation without writeTime is zero", `{"cpu":1,"memory":5}`, true, true, false, ReasonMalformed, Request{}},
-		{"an annotation older than stale-after is zero", ann(now.Add(-11 * time.Minute)), true, true, false, ReasonWriteTooOld, Request{}},
-		{"a slightly future write time is tolerated", ann(now.Add(30 * time.Second)), true, true, true, "", Request{1500, 2048}},
-		{"a write time far in the future is zero", ann(now.Add(time.Hour)), true, true, false, ReasonFuture, Request{}},
-		{"a dead publisher lease makes a fresh annotation zero", ann(now), true, false, false, ReasonPublisherDown, Request{}},
+		{"a fresh annotation is trusted", ann(now.Add(-time.Minute)), true, true, true, "", Resources{1500, 2048}},
+		{"a missing annotation is zero", "", false, true, false, ReasonMissing, Resources{}},
+		{"malformed JSON is zero", "{cpu:", true, true, false, ReasonMalformed, Resources{}},
+		{"negative values are zero", `{"cpu":-1,"memory":5,"writeTime":"2026-01-01T11:59:00Z"}`, true, true, false, ReasonMalformed, Resources{}},
+		{"an annotation without writeTime is zero", `{"cpu":1,"memory":5}`, true, true, false, ReasonMalformed, Resources{}},
+		{"an annotation older than stale-after is zero", ann(now.Add(-11 * time.Minute)), true, true, false, ReasonWriteTooOld, Resources{}},
+		{"a slightly future write time is tolerated", ann(now.Add(30 * time.Second)), true, true, true, "", Resources{1500, 2048}},
+		{"a write time far in the future is zero", ann(now.Add(time.Hour)), true, true, false, ReasonFuture, Resources{}},
+		{"a dead publisher lease makes a fresh annotation zero", ann(now), true, false, false, ReasonPublisherDown, Resources{}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

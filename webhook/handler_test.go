@@ -11,7 +11,6 @@ import (
 
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 
-	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -404,7 +403,7 @@ func TestCachedJudgementMatchesJudgeOnTheFullAnnotation(t *testing.T) {
 	withExplanation := func(cpu, mem int64, written time.Time) string {
 		a := reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: mem, Policy: "usage", Pool: "batch", ZeroReason: "",
 			MetricsTime: written.Add(-time.Minute), WriteTime: written,
-			Explanation: &policy.Explanation{CPU: policy.ResourceExplanation{Result: cpu, Terms: []policy.Term{{Name: "allocatable", Value: 4000}}}}}
+			Explanation: &reclaimable.Explanation{CPU: reclaimable.ResourceExplanation{Result: cpu, Terms: []reclaimable.Term{{Name: "allocatable", Value: 4000}}}}}
 		v, err := a.Marshal()
 		if err != nil {
 			t.Fatal(err)

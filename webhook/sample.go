@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -33,12 +32,12 @@ func RealisticNode(names reclaimable.Names, now time.Time, needsPatch bool) *cor
 		CPUMilli: 2500, MemoryBytes: 6 << 30, Policy: "usage",
 		MetricsTime: now.Add(-90 * time.Second).UTC().Truncate(time.Second),
 		WriteTime:   now.Add(-time.Minute).UTC().Truncate(time.Second),
-		Explanation: &policy.Explanation{
-			CPU: policy.ResourceExplanation{Result: 2500, Terms: []policy.Term{
+		Explanation: &reclaimable.Explanation{
+			CPU: reclaimable.ResourceExplanation{Result: 2500, Terms: []reclaimable.Term{
 				{Name: "allocatable", Value: 7910}, {Name: "margin", Value: -791, Note: "10%"},
 				{Name: "regular-peak-usage", Value: -4219, Note: "p95 over 5m0s of 20 samples"},
 				{Name: "unmeasured-requests", Value: -400}}},
-			Memory: policy.ResourceExplanation{Result: 6 << 30, Terms: []policy.Term{
+			Memory: reclaimable.ResourceExplanation{Result: 6 << 30, Terms: []reclaimable.Term{
 				{Name: "allocatable", Value: 31 << 30}, {Name: "margin", Value: -(3 << 30), Note: "10%"},
 				{Name: "regular-peak-usage", Value: -(20 << 30), Note: "p95 over 5m0s of 20 samples"},
 				{Name: "unmeasured-requests", Value: -(2 << 30)}}},

@@ -75,7 +75,8 @@ func ValidateAddress(flag, addr string) error {
 // Names returns the validated resource names (call after Validate).
 func (c *Common) Names() reclaimable.Names { return reclaimable.MustNames(c.ResourceDomain) }
 
-// SetupLogging applies the log flags to the standard logrus logger.
+// SetupLogging applies the log flags to the standard logrus logger, and
+// routes klog (client-go's logger) into it.
 func (c *Common) SetupLogging() {
 	if lvl, err := logrus.ParseLevel(c.LogLevel); err == nil {
 		logrus.SetLevel(lvl)
@@ -85,6 +86,7 @@ func (c *Common) SetupLogging() {
 	} else {
 		logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
 	}
+	routeKlog(logrus.StandardLogger())
 }
 
 // RESTConfig loads the kubeconfig, or the in-cluster configuration when none is given.

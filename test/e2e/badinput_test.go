@@ -104,19 +104,19 @@ func (e *env) testMalformedAnnotations(t *testing.T) {
 	}
 	cases := []struct {
 		name, value, reason string
-		want                reclaimable.Request
+		want                reclaimable.Resources
 	}{
-		{"garbage", "}{ not json", reclaimable.ReasonMalformed, reclaimable.Request{}},
+		{"garbage", "}{ not json", reclaimable.ReasonMalformed, reclaimable.Resources{}},
 		{"negative values", fmt.Sprintf(`{"cpu":-4000,"memory":1073741824,"policy":"usage","writeTime":%q}`, now.Format(time.RFC3339)),
-			reclaimable.ReasonMalformed, reclaimable.Request{}},
-		{"no write time", `{"cpu":4000,"memory":1073741824,"policy":"usage"}`, reclaimable.ReasonMalformed, reclaimable.Request{}},
-		{"wrong types", `{"cpu":"lots","memory":[1],"writeTime":"yesterday"}`, reclaimable.ReasonMalformed, reclaimable.Request{}},
-		{"empty", "", reclaimable.ReasonMalformed, reclaimable.Request{}},
-		{"written an hour in the future", valid(4000, gib, now.Add(time.Hour)), reclaimable.ReasonFuture, reclaimable.Request{}},
-		{"written long ago", valid(4000, gib, now.Add(-time.Hour)), reclaimable.ReasonWriteTooOld, reclaimable.Request{}},
+			reclaimable.ReasonMalformed, reclaimable.Resources{}},
+		{"no write time", `{"cpu":4000,"memory":1073741824,"policy":"usage"}`, reclaimable.ReasonMalformed, reclaimable.Resources{}},
+		{"wrong types", `{"cpu":"lots","memory":[1],"writeTime":"yesterday"}`, reclaimable.ReasonMalformed, reclaimable.Resources{}},
+		{"empty", "", reclaimable.ReasonMalformed, reclaimable.Resources{}},
+		{"written an hour in the future", valid(4000, gib, now.Add(time.Hour)), reclaimable.ReasonFuture, reclaimable.Resources{}},
+		{"written long ago", valid(4000, gib, now.Add(-time.Hour)), reclaimable.ReasonWriteTooOld, reclaimable.Resources{}},
 		// Controls: values the webhook must trust.
-		{"control: written 20s in the future (clock skew)", valid(4000, gib, now.Add(20*time.Second)), "", reclaimable.Request{CPUMilli: 4000, MemoryBytes: gib}},
-		{"control: fresh", valid(3000, 2*gib, now), "", reclaimable.Request{CPUMilli: 3000, MemoryBytes: 2 * gib}},
+		{"control: written 20s in the future (clock skew)", valid(4000, gib, now.Add(20*time.Second)), "", reclaimable.Resources{CPUMilli: 4000, MemoryBytes: gib}},
+		{"control: fresh", valid(3000, 2*gib, now), "", reclaimable.Resources{CPUMilli: 3000, MemoryBytes: 2 * gib}},
 	}
 	bogus := map[string]interface{}{string(names.CPU): "777", string(names.Memory): "777"}
 	for i, tc := range cases {

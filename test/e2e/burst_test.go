@@ -40,7 +40,7 @@ var burstChanges = []struct {
 
 type burstSample struct {
 	at  time.Time
-	pub map[string]reclaimable.Request
+	pub map[string]reclaimable.Resources
 	st  podState
 }
 
@@ -97,7 +97,7 @@ func (e *env) testBurst(t *testing.T) {
 			t.Logf("pods: %v", err)
 			return
 		}
-		pub := map[string]reclaimable.Request{}
+		pub := map[string]reclaimable.Resources{}
 		for n, v := range vs {
 			pub[n] = v.published()
 		}
@@ -145,11 +145,11 @@ func (e *env) testBurst(t *testing.T) {
 	// published at that moment. A bind seen at look k happened between looks
 	// k-1 and k, and the extender may have acted on a value published just
 	// after the node list of look k: compare with looks k-1, k and k+1.
-	maxPub := map[string]reclaimable.Request{}
+	maxPub := map[string]reclaimable.Resources{}
 	for _, s := range samples {
 		for n, p := range s.pub {
 			m := maxPub[n]
-			maxPub[n] = reclaimable.Request{CPUMilli: max(m.CPUMilli, p.CPUMilli), MemoryBytes: max(m.MemoryBytes, p.MemoryBytes)}
+			maxPub[n] = reclaimable.Resources{CPUMilli: max(m.CPUMilli, p.CPUMilli), MemoryBytes: max(m.MemoryBytes, p.MemoryBytes)}
 		}
 	}
 	checked, overBind, overMax := 0, 0, 0
@@ -163,10 +163,10 @@ func (e *env) testBurst(t *testing.T) {
 		}
 		for n, ps := range newOn {
 			checked += len(ps)
-			allowed := reclaimable.Request{}
+			allowed := reclaimable.Resources{}
 			for j := k - 1; j <= min(k+1, len(samples)-1); j++ {
 				p := samples[j].pub[n]
-				allowed = reclaimable.Request{CPUMilli: max(allowed.CPUMilli, p.CPUMilli), MemoryBytes: max(allowed.MemoryBytes, p.MemoryBytes)}
+				allowed = reclaimable.Resources{CPUMilli: max(allowed.CPUMilli, p.CPUMilli), MemoryBytes: max(allowed.MemoryBytes, p.MemoryBytes)}
 			}
 			b := s.st.bookings[n]
 			if b.CPUMilli > allowed.CPUMilli || b.MemoryBytes > allowed.MemoryBytes {

@@ -128,7 +128,7 @@ type nodeView struct {
 	// reaches now (lease not considered).
 	fresh reclaimable.Freshness
 	// capacity and allocatable are the reclaimed values in status (0 when absent).
-	capacity, allocatable reclaimable.Request
+	capacity, allocatable reclaimable.Resources
 	hasStatus             bool
 	ready                 bool
 	heartbeat             time.Time
@@ -136,7 +136,7 @@ type nodeView struct {
 }
 
 // published is what the annotation offers right now (zero unless fresh).
-func (v nodeView) published() reclaimable.Request { return v.fresh.Values }
+func (v nodeView) published() reclaimable.Resources { return v.fresh.Values }
 
 // statusMatchesAnnotation reports whether capacity and allocatable both carry
 // the annotation's values.
@@ -144,7 +144,7 @@ func (v nodeView) statusMatchesAnnotation() bool {
 	if v.ann == nil || !v.hasStatus {
 		return false
 	}
-	want := reclaimable.Request{CPUMilli: v.ann.CPUMilli, MemoryBytes: v.ann.MemoryBytes}
+	want := reclaimable.Resources{CPUMilli: v.ann.CPUMilli, MemoryBytes: v.ann.MemoryBytes}
 	return v.capacity == want && v.allocatable == want
 }
 
@@ -157,10 +157,10 @@ func viewOf(n *corev1.Node, now time.Time) nodeView {
 		v.ann = &a
 	}
 	v.fresh = reclaimable.Judge(raw, present, now, staleAfter, true)
-	get := func(l corev1.ResourceList) (reclaimable.Request, bool) {
+	get := func(l corev1.ResourceList) (reclaimable.Resources, bool) {
 		cq, okc := l[names.CPU]
 		mq, okm := l[names.Memory]
-		return reclaimable.Request{CPUMilli: cq.Value(), MemoryBytes: mq.Value()}, okc && okm
+		return reclaimable.Resources{CPUMilli: cq.Value(), MemoryBytes: mq.Value()}, okc && okm
 	}
 	var okc, oka bool
 	v.capacity, okc = get(n.Status.Capacity)
@@ -263,7 +263,7 @@ func createPodsConcurrently(t *testing.T, c *cluster.Cluster, pods []*corev1.Pod
 type podState struct {
 	// bookings are the reclaimed requests of the non-terminal pods bound to
 	// each node.
-	bookings map[string]reclaimable.Request
+	bookings map[string]reclaimable.Resources
 	boundTo  map[string]string // pod -> node, bound pods only
 	pending  []string
 	total    int
@@ -276,7 +276,7 @@ func podsIn(ctx context.Context, c *cluster.Cluster, ns string) (podState, error
 	if err != nil {
 		return podState{}, err
 	}
-	st := podState{bookings: map[string]reclaimable.Request{}, boundTo: map[string]string{}}
+	st := podState{bookings: map[string]reclaimable.Resources{}, boundTo: map[string]string{}}
 	for i := range list.Items {
 		p := &list.Items[i]
 		if p.DeletionTimestamp != nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {

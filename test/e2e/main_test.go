@@ -195,10 +195,10 @@ func (e *env) waitPublished(t *testing.T, timeout time.Duration) {
 // expectedMax is the most the usage policy may publish for a node whose
 // regular work uses u on top of the kwok node baseline:
 // allocatable x (1 - margin) - usage, never below zero.
-func (e *env) expectedMax(v nodeView, u usage) reclaimable.Request {
+func (e *env) expectedMax(v nodeView, u usage) reclaimable.Resources {
 	cpu := v.allocCPU - marginOf(v.allocCPU, e.settings.CPU.Margin) - u.cpu - cluster.NodeBaselineCPUMilli
 	mem := v.allocMem - marginOf(v.allocMem, e.settings.Memory.Margin) - u.mem - cluster.NodeBaselineMemoryBytes
-	return reclaimable.Request{CPUMilli: max(cpu, 0), MemoryBytes: max(mem, 0)}
+	return reclaimable.Resources{CPUMilli: max(cpu, 0), MemoryBytes: max(mem, 0)}
 }
 
 // restartRole restarts a role of the stack with extra flags appended to its

@@ -40,13 +40,13 @@ func reclaimedPod(ns, name, group string, cpuMilli, memBytes int64) *corev1.Pod 
 
 // nodeBookings returns, per node, the sum of reclaimed requests of the
 // non-terminal pods bound to it in namespace ns, and how many pods are bound.
-func nodeBookings(t *testing.T, c *cluster.Cluster, ns string) (map[string]reclaimable.Request, int) {
+func nodeBookings(t *testing.T, c *cluster.Cluster, ns string) (map[string]reclaimable.Resources, int) {
 	t.Helper()
 	pods, err := c.Client.CoreV1().Pods(ns).List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]reclaimable.Request{}
+	out := map[string]reclaimable.Resources{}
 	bound := 0
 	for i := range pods.Items {
 		p := &pods.Items[i]
@@ -61,7 +61,7 @@ func nodeBookings(t *testing.T, c *cluster.Cluster, ns string) (map[string]recla
 }
 
 // assertNotOverbooked fails when any node holds more than room.
-func assertNotOverbooked(t *testing.T, bookings map[string]reclaimable.Request, room map[string]reclaimable.Request) {
+func assertNotOverbooked(t *testing.T, bookings map[string]reclaimable.Resources, room map[string]reclaimable.Resources) {
 	t.Helper()
 	for node, b := range bookings {
 		r := room[node]
@@ -138,11 +138,11 @@ func TestExtender(t *testing.T) {
 		return []string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--strategy=" + strategy, "--publisher-lease-name="}
 	}
 	ext := startRole(t, c, "extender", "extender", extArgs("spread")...)
-	room := map[string]reclaimable.Request{}
+	room := map[string]reclaimable.Resources{}
 	const gib = int64(1 << 30)
 	annotate := func(node string, cpu, mem int64, written time.Time) {
 		setAnnotation(t, c, node, reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: mem, Policy: "usage", WriteTime: written})
-		room[node] = reclaimable.Request{CPUMilli: cpu, MemoryBytes: mem}
+		room[node] = reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}
 	}
 	addGroup := func(group string, n int) []string {
 		nodes, err := c.AddNodes(ctx, n, cluster.NodeSpec{NamePrefix: group, Labels: map[string]string{"group": group}})
@@ -276,7 +276,7 @@ func TestExtender(t *testing.T) {
 		t.Helper()
 		var bound int
 		err := wait.PollUntilContextTimeout(ctx, time.Second, 3*time.Minute, true, func(context.Context) (bool, error) {
-			var b map[string]reclaimable.Request
+			var b map[string]reclaimable.Resources
 			b, bound = nodeBookings(t, c, "burst")
 			assertNotOverbooked(t, b, room)
 			return bound >= 120 || t.Failed(), nil

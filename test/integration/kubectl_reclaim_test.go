@@ -65,20 +65,20 @@ func TestKubectlReclaim(t *testing.T) {
 
 	// The request policy for 16 cores / 64Gi with 10 cores / 40Gi requested
 	// by regular pods: 6 cores / 24Gi.
-	expl := func(alloc, requested int64) policy.ResourceExplanation {
-		return policy.ResourceExplanation{Result: alloc - requested, Terms: []policy.Term{
-			{Name: policy.TermAllocatable, Op: policy.OpBase, Value: alloc},
-			{Name: policy.TermRegularRequests, Op: policy.OpSubtract, Value: requested, Note: "requests of 4 regular pods"},
-			{Name: policy.TermFloor, Op: policy.OpFloor, Value: 0},
-			{Name: policy.TermCap, Op: policy.OpCap, Value: alloc, Note: "100% of allocatable at most"},
-			{Name: policy.TermMinimum, Op: policy.OpMinimum, Value: 0},
+	expl := func(alloc, requested int64) reclaimable.ResourceExplanation {
+		return reclaimable.ResourceExplanation{Result: alloc - requested, Terms: []reclaimable.Term{
+			{Name: policy.TermAllocatable, Op: reclaimable.OpBase, Value: alloc},
+			{Name: policy.TermRegularRequests, Op: reclaimable.OpSubtract, Value: requested, Note: "requests of 4 regular pods"},
+			{Name: policy.TermFloor, Op: reclaimable.OpFloor, Value: 0},
+			{Name: policy.TermCap, Op: reclaimable.OpCap, Value: alloc, Note: "100% of allocatable at most"},
+			{Name: policy.TermMinimum, Op: reclaimable.OpMinimum, Value: 0},
 		}}
 	}
 	now := time.Now().UTC().Truncate(time.Second)
 	writeReclaimableAnnotation(t, c, fresh, reclaimable.Annotation{CPUMilli: 6000, MemoryBytes: 24 << 30, Policy: "request", Pool: "batch",
-		WriteTime: now, Explanation: &policy.Explanation{CPU: expl(16000, 10000), Memory: expl(64<<30, 40<<30)}})
+		WriteTime: now, Explanation: &reclaimable.Explanation{CPU: expl(16000, 10000), Memory: expl(64<<30, 40<<30)}})
 	writeReclaimableAnnotation(t, c, stale, reclaimable.Annotation{CPUMilli: 3000, MemoryBytes: 8 << 30, Policy: "request",
-		WriteTime: now.Add(-30 * time.Minute), Explanation: &policy.Explanation{CPU: expl(16000, 13000), Memory: expl(64<<30, 56<<30)}})
+		WriteTime: now.Add(-30 * time.Minute), Explanation: &reclaimable.Explanation{CPU: expl(16000, 13000), Memory: expl(64<<30, 56<<30)}})
 	// The publisher's status patch, so that -o wide has something to show.
 	status := fmt.Sprintf(`{"status":{"capacity":{%[1]q:"6000",%[2]q:"24Gi"},"allocatable":{%[1]q:"6000",%[2]q:"24Gi"}}}`, names.CPU, names.Memory)
 	if _, err := c.Client.CoreV1().Nodes().Patch(ctx, fresh, types.MergePatchType, []byte(status), metav1.PatchOptions{}, "status"); err != nil {

@@ -147,7 +147,7 @@ var names = reclaimable.MustNames(reclaimable.DefaultDomain)
 
 // published returns the node's annotation (nil when absent or invalid) and
 // the reclaimed values in status.capacity and status.allocatable.
-func published(t *testing.T, c *cluster.Cluster, node string) (*reclaimable.Annotation, [2]reclaimable.Request) {
+func published(t *testing.T, c *cluster.Cluster, node string) (*reclaimable.Annotation, [2]reclaimable.Resources) {
 	t.Helper()
 	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 	if err != nil {
@@ -159,10 +159,10 @@ func published(t *testing.T, c *cluster.Cluster, node string) (*reclaimable.Anno
 			a = &parsed
 		}
 	}
-	get := func(l corev1.ResourceList) reclaimable.Request {
-		return reclaimable.Request{CPUMilli: l.Name(names.CPU, resource.DecimalSI).Value(), MemoryBytes: l.Name(names.Memory, resource.DecimalSI).Value()}
+	get := func(l corev1.ResourceList) reclaimable.Resources {
+		return reclaimable.Resources{CPUMilli: l.Name(names.CPU, resource.DecimalSI).Value(), MemoryBytes: l.Name(names.Memory, resource.DecimalSI).Value()}
 	}
-	return a, [2]reclaimable.Request{get(n.Status.Capacity), get(n.Status.Allocatable)}
+	return a, [2]reclaimable.Resources{get(n.Status.Capacity), get(n.Status.Allocatable)}
 }
 
 // pollUntil calls f every interval until it returns true or timeout passes;

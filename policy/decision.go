@@ -1,0 +1,201 @@
+package policy
+
+import (
+	"math"
+	"math/bits"
+	"time"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// Reasons of a Decision, stable strings. Those of a decision that writes are
+// the reason label of the publisher's writes_total metric; the Hold reasons
+// never reach a metric because nothing is written.
+const (
+	// PublishInitial: the node has no (readable) annotation.
+	PublishInitial = "initial"
+	// PublishDecreased: a value went down; room already promised must be
+	// withdrawn at once.
+	PublishDecreased = "decreased"
+	// PublishChanged: a value went up by more than the change threshold.
+	PublishChanged = "changed"
+	// PublishRefresh: the previous write is older than the refresh interval
+	// (or implausibly far in the future), so it must be rewritten before
+	// readers consider it stale.
+	PublishRefresh = "refresh"
+	// PublishStatusMismatch: the annotation is current but the node status
+	// does not carry its values (kubelet re-registration can zero extended
+	// resources), so only the status is written.
+	PublishStatusMismatch = "status-mismatch"
+
+	// HoldUnchanged: the published values are still the computed ones.
+	HoldUnchanged = "unchanged"
+	// HoldSmallIncrease: a value went up, but not by more than the change
+	// threshold; it is published with the next write.
+	HoldSmallIncrease = "small-increase"
+	// HoldNoise: a value went down by less than the decrease threshold and
+	// still covers what reclaimed pods hold; the refresh publishes it.
+	HoldNoise = "noise"
+)
+
+// Published is what the node's annotation says was last written.
+type Published struct {
+	Values reclaimable.Resources
+	// WriteTime is the annotation's write time.
+	WriteTime time.Time
+}
+
+// Observed is the state of one node that the decision depends on.
+type Observed struct {
+	// Published is the node's annotation; nil when it has none or it cannot
+	// be parsed.
+	Published *Published
+	// Status is what status.capacity and status.allocatable both carry for
+	// the reclaimed resources; nil when either lacks one or they disagree,
+	// which no value can match, so the status is then always rewritten.
+	Status *reclaimable.Resources
+	// Held is the sum of the reclaimed requests of the node's live pods:
+	// room already promised, which a decrease must withdraw at once.
+	Held reclaimable.Resources
+}
+
+// Gate holds the thresholds of the decision.
+type Gate struct {
+	// ChangeThreshold: an increase is published once its relative change is
+	// strictly above it (Settings.ChangeThreshold); <= 0 publishes any increase.
+	ChangeThreshold float64
+	// DecreaseThreshold: a decrease whose relative change is strictly below
+	// it is measurement noise and waits for the refresh, unless it falls
+	// below Held (--decrease-threshold); 0 publishes every decrease.
+	DecreaseThreshold float64
+	// Refresh is the longest a write may stand (--refresh-interval).
+	Refresh time.Duration
+}
+
+// Decision is what to write to one node, and why.
+type Decision struct {
+	// WriteAnnotation: write a new annotation carrying Values.
+	WriteAnnotation bool
+	// WriteStatus: set the reclaimed resources in status.capacity and
+	// status.allocatable to Values.
+	WriteStatus bool
+	// Values are what the node carries once the writes are done, the same
+	// in the annotation and the status. They differ from the computed values
+	// where a change was held back.
+	Values reclaimable.Resources
+	// Reason is one of the Publish or Hold constants.
+	Reason string
+}
+
+// Writes reports whether the decision writes anything.
+func (d Decision) Writes() bool { return d.WriteAnnotation || d.WriteStatus }
+
+// Decide is the one place that decides whether and what the publisher writes
+// for a node, given what the node carries (obs), the values the policy just
+// computed, and now.
+//
+// The annotation is rewritten, with the reason in this order of precedence:
+//   - initial: there is no previous annotation;
+//   - decreased: a resource went down. Outside a refresh, a decrease
+//     strictly below the decrease threshold that stays at or above what
+//     reclaimed pods hold is noise: the previous value is kept for that
+//     resource (and it is not a reason to write);
+//   - changed: a resource went up by strictly more than the change
+//     threshold, or up from zero;
+//   - refresh: the previous write is older than the refresh interval, or
+//     more than that in the future. A refresh publishes the computed values,
+//     so nothing held back outlives it.
+//
+// Otherwise the annotation stays and Values are its values. The status is
+// written whenever it does not carry Values, alone with the reason
+// status-mismatch when the annotation stays.
+func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate) Decision {
+	prev := obs.Published
+	if prev == nil {
+		return withStatus(Decision{WriteAnnotation: true, Values: computed, Reason: PublishInitial}, obs.Status)
+	}
+	old := prev.Values
+	age := now.Sub(prev.WriteTime)
+	refreshDue := age > g.Refresh || age < -g.Refresh
+
+	next, heldBack := computed, false
+	if !refreshDue {
+		next.CPUMilli, heldBack = keepNoise(old.CPUMilli, computed.CPUMilli, obs.Held.CPUMilli, g.DecreaseThreshold, heldBack)
+		next.MemoryBytes, heldBack = keepNoise(old.MemoryBytes, computed.MemoryBytes, obs.Held.MemoryBytes, g.DecreaseThreshold, heldBack)
+	}
+	d := Decision{WriteAnnotation: true, Values: next}
+	switch {
+	case next.CPUMilli < old.CPUMilli || next.MemoryBytes < old.MemoryBytes:
+		d.Reason = PublishDecreased
+	case increasedBeyond(old.CPUMilli, next.CPUMilli, g.ChangeThreshold) || increasedBeyond(old.MemoryBytes, next.MemoryBytes, g.ChangeThreshold):
+		d.Reason = PublishChanged
+	case refreshDue:
+		d.Reason = PublishRefresh
+	default:
+		d = Decision{Values: old, Reason: HoldUnchanged}
+		switch {
+		case heldBack:
+			d.Reason = HoldNoise
+		case next != old:
+			d.Reason = HoldSmallIncrease
+		}
+		if d = withStatus(d, obs.Status); d.WriteStatus {
+			d.Reason = PublishStatusMismatch
+		}
+		return d
+	}
+	return withStatus(d, obs.Status)
+}
+
+func withStatus(d Decision, status *reclaimable.Resources) Decision {
+	d.WriteStatus = status == nil || *status != d.Values
+	return d
+}
+
+// keepNoise returns old instead of next when the decrease from old to next is
+// noise: strictly below threshold relative to old, and next still covers
+// held. heldBack accumulates whether any value was kept.
+func keepNoise(old, next, held int64, threshold float64, heldBack bool) (int64, bool) {
+	if next < old && next >= held && compareFraction(old-next, old, threshold) < 0 {
+		return old, true
+	}
+	return next, heldBack
+}
+
+// increasedBeyond reports whether next is above old by strictly more than
+// threshold relative to old; any increase from zero, or with a threshold
+// <= 0, counts.
+func increasedBeyond(old, next int64, threshold float64) bool {
+	if next <= old {
+		return false
+	}
+	if old <= 0 || !(threshold > 0) {
+		return true
+	}
+	return compareFraction(next-old, old, threshold) > 0
+}
+
+// compareFraction compares delta/base with threshold (delta >= 0, base > 0)
+// exactly: threshold in parts per million, 128-bit products, so that byte
+// counts in the terabytes neither overflow nor round.
+func compareFraction(delta, base int64, threshold float64) int {
+	var ppm uint64
+	switch {
+	case !(threshold > 0):
+		ppm = 0
+	case threshold >= float64(math.MaxUint32)/1e6:
+		ppm = math.MaxUint32
+	default:
+		ppm = uint64(math.Round(threshold * 1e6))
+	}
+	// delta x 1e6 against base x ppm
+	dh, dl := bits.Mul64(uint64(delta), 1_000_000)
+	bh, bl := bits.Mul64(uint64(base), ppm)
+	switch {
+	case dh > bh || (dh == bh && dl > bl):
+		return 1
+	case dh == bh && dl == bl:
+		return 0
+	}
+	return -1
+}
