@@ -167,7 +167,10 @@ func buildEstimate(missing []tool, binDir string) string {
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "control-plane binaries missing from %s, building now: %s.", binDir, strings.Join(bins, ", "))
+	// Another process may be building them already; ensureTool then waits
+	// for its lock, which takes about as long.
+	fmt.Fprintf(&b, "control-plane binaries missing from %s, building them (or waiting for a build under way): %s.",
+		binDir, strings.Join(bins, ", "))
 	if len(took) > 0 {
 		fmt.Fprintf(&b, " About %d minutes on 2 cores with empty Go caches (measured: %s)",
 			int((total + 30*time.Second).Minutes()), strings.Join(took, ", "))

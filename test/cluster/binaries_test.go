@@ -39,13 +39,13 @@ func TestBuildEstimateNamesTheMissingBinariesAndTheirMeasuredTime(t *testing.T) 
 	}, {
 		name:    "only kwok missing: its own time, not the whole build",
 		missing: toolsNamed(t, "kwok"),
-		want:    []string{"building now: kwok.", "About 3 minutes", "(measured: kwok 2m39s)"},
+		want:    []string{"under way): kwok.", "About 3 minutes", "(measured: kwok 2m39s)"},
 		notWant: []string{"kube-apiserver", "17 minutes"},
 	}, {
 		name: "a tool without a measurement is named as such",
 		missing: append(toolsNamed(t, "etcd"), tool{name: "kubelet", bins: map[string]string{
 			"k8s.io/kubernetes/cmd/kubelet": "kubelet"}}),
-		want: []string{"building now: etcd, kubelet.", "About 3 minutes", "plus kubelet (not measured)"},
+		want: []string{"under way): etcd, kubelet.", "About 3 minutes", "plus kubelet (not measured)"},
 	}, {
 		name:    "nothing measured at all",
 		missing: []tool{{name: "kubelet", bins: map[string]string{"k8s.io/kubernetes/cmd/kubelet": "kubelet"}}},
