@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"sort"
 	"strings"
 	"syscall"
 	"time"
@@ -45,6 +46,17 @@ var tools = []tool{
 		}},
 	{name: "metrics-server", module: "sigs.k8s.io/metrics-server",
 		bins: map[string]string{"sigs.k8s.io/metrics-server/cmd/metrics-server": "metrics-server"}},
+}
+
+// firstBuild is how long each tool took to build on a fresh 2-core machine
+// with empty Go module and build caches (make demo, module downloads
+// included). It only tells people what they are waiting for; a machine with
+// warm Go caches builds faster.
+var firstBuild = map[string]time.Duration{
+	"etcd":           2*time.Minute + 38*time.Second,
+	"kubernetes":     8*time.Minute + 24*time.Second,
+	"kwok":           2*time.Minute + 39*time.Second,
+	"metrics-server": 2*time.Minute + 56*time.Second,
 }
 
 // Binaries are the absolute paths of the control-plane programs.
@@ -97,9 +109,25 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (*Binaries, error) {
 	if err != nil {
 		return nil, err
 	}
+	binDir := filepath.Join(cache, "bin")
+	// Say up front what is missing and how long it takes: a first build runs
+	// for many minutes without output, which otherwise looks like a hang.
+	var missing []tool
+	for _, t := range tools {
+		key, err := cacheKey(t, filepath.Join(root, "hack", "tools", t.name))
+		if err != nil {
+			return nil, err
+		}
+		if !complete(t, filepath.Join(binDir, key)) {
+			missing = append(missing, t)
+		}
+	}
+	if len(missing) > 0 {
+		fmt.Fprintln(log, buildEstimate(missing, binDir))
+	}
 	dirs := map[string]string{}
 	for _, t := range tools {
-		d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.name), filepath.Join(cache, "bin"), log)
+		d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.name), binDir, log)
 		if err != nil {
 			return nil, fmt.Errorf("building %s: %w", t.name, err)
 		}
@@ -117,6 +145,43 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (*Binaries, error) {
 		b.KwokCRDs = append(b.KwokCRDs, filepath.Join(dirs["kwok"], filepath.Base(e)))
 	}
 	return b, nil
+}
+
+// buildEstimate is the line printed before missing tools are built: which
+// binaries, and how long that took on a fresh 2-core machine.
+func buildEstimate(missing []tool, binDir string) string {
+	var bins, took, unmeasured []string
+	var total time.Duration
+	for _, t := range missing {
+		names := make([]string, 0, len(t.bins))
+		for _, b := range t.bins {
+			names = append(names, b)
+		}
+		sort.Strings(names)
+		bins = append(bins, names...)
+		if d, ok := firstBuild[t.name]; ok {
+			total += d
+			took = append(took, fmt.Sprintf("%s %s", t.name, d))
+		} else {
+			unmeasured = append(unmeasured, t.name)
+		}
+	}
+	var b strings.Builder
+	// Another process may be building them already; ensureTool then waits
+	// for its lock, which takes about as long.
+	fmt.Fprintf(&b, "control-plane binaries missing from %s, building them (or waiting for a build under way): %s.",
+		binDir, strings.Join(bins, ", "))
+	if len(took) > 0 {
+		fmt.Fprintf(&b, " About %d minutes on 2 cores with empty Go caches (measured: %s)",
+			int((total + 30*time.Second).Minutes()), strings.Join(took, ", "))
+		if len(unmeasured) > 0 {
+			fmt.Fprintf(&b, ", plus %s (not measured)", strings.Join(unmeasured, ", "))
+		}
+	} else {
+		fmt.Fprintf(&b, " Build time of %s not measured yet", strings.Join(unmeasured, ", "))
+	}
+	b.WriteString("; cached afterwards, keyed by version.")
+	return b.String()
 }
 
 // cacheKey names a cache entry: the pinned version for people, and a hash of
