@@ -5,6 +5,8 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +14,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	admissionv1 "k8s.io/api/admission/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -155,6 +158,52 @@ func BenchmarkHTTPSServer(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkDecodeReview compares ways to decode RealisticReview, decoding
+// only, with the CPU per review: what the handler does (json-iterator into
+// admissionReview[nodeObject]) next to the alternatives README.md discusses.
+func BenchmarkDecodeReview(b *testing.B) {
+	body := RealisticReview(reclaimable.MustNames(reclaimable.DefaultDomain), time.Now(), true)
+	twoStep := func(unmarshal func([]byte, any) error) func() error {
+		return func() error {
+			var rv admissionv1.AdmissionReview
+			if err := unmarshal(body, &rv); err != nil {
+				return err
+			}
+			var n nodeObject
+			return unmarshal(rv.Request.Object.Raw, &n)
+		}
+	}
+	for _, c := range []struct {
+		name   string
+		decode func() error
+	}{
+		{"jsoniter-slim", func() error { var rv admissionReview[nodeObject]; return reviewJSON.Unmarshal(body, &rv) }},
+		{"jsoniter-admissionv1-then-object", twoStep(reviewJSON.Unmarshal)},
+		{"encoding-json-slim", func() error { var rv admissionReview[nodeObject]; return json.Unmarshal(body, &rv) }},
+		{"encoding-json-admissionv1-then-object", twoStep(json.Unmarshal)},
+		{"encoding-json-valid-only", func() error {
+			if !json.Valid(body) {
+				return errors.New("invalid")
+			}
+			return nil
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			b.ReportAllocs()
+			cpu0, ok := processCPU()
+			for i := 0; i < b.N; i++ {
+				if err := c.decode(); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if cpu1, ok1 := processCPU(); ok && ok1 {
+				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
+			}
 		})
 	}
 }

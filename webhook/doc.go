@@ -7,7 +7,11 @@
 // oversell.go for the rule and its cost: opted-in nodes make kubelet PATCH
 // their status every nodeStatusUpdateFrequency).
 //
-// The webhook never denies and makes no API call on the request path.
+// The webhook never denies and makes no API call on the request path. The
+// review path is shared by every kind (review.go: an AdmissionReview decoded
+// by json-iterator into admission/v1-typed fields with the object decoded
+// straight into a slim per-kind struct, answered with admissionv1 types); a
+// mutator per kind (node.go) computes the JSONPatch as typed operations.
 // NewHandler builds the HTTP handler without a cluster (benchmarks, the load
 // command); Options.Run serves it over TLS with certificate reload or the
 // --self-signed bootstrap; MutatingWebhookConfiguration builds the shipped

@@ -425,10 +425,10 @@ func TestCachedJudgementMatchesJudgeOnTheFullAnnotation(t *testing.T) {
 	}
 	th := newTestHandler(t, testNames, nil)
 	for _, alive := range []bool{true, false} {
-		th.alive = func(time.Time) bool { return alive }
+		th.nodes.alive = func(time.Time) bool { return alive }
 		for _, v := range values {
 			for range 2 { // the second time from the cache
-				got := th.judge("n1", v, true, testNow)
+				got := th.nodes.judge("n1", v, true, testNow)
 				want := reclaimable.Judge(v, true, testNow, 10*time.Minute, alive)
 				if got.Fresh != want.Fresh || got.Reason != want.Reason || got.Values != want.Values || got.Detail != want.Detail {
 					t.Errorf("alive=%v value %s:\n got %+v\nwant %+v", alive, v, got, want)
@@ -436,7 +436,89 @@ func TestCachedJudgementMatchesJudgeOnTheFullAnnotation(t *testing.T) {
 			}
 		}
 	}
-	if got := th.judge("n1", "", false, testNow); got.Reason != reclaimable.ReasonMissing {
+	if got := th.nodes.judge("n1", "", false, testNow); got.Reason != reclaimable.ReasonMissing {
 		t.Errorf("absent annotation judged %+v", got)
+	}
+}
+
+// The object is read the way the apiserver's own decoder reads it: escapes
+// in keys, repeated members, null maps and fields the webhook skips do not
+// change what it sees.
+func TestReadsTheObjectLikeTheAPIServerDecoder(t *testing.T) {
+	fresh := annotationValue(2500, 6442450944, testNow.Add(-time.Minute))
+	quoted, _ := json.Marshal(fresh)
+	cases := []struct {
+		name    string
+		object  string
+		wantCPU string // reclaimed cpu in capacity and allocatable after the patch
+	}{
+		{name: "escaped slash in the annotation key",
+			object:  `{"kind":"Node","metadata":{"name":"n1","annotations":{"kube-reclaim.io\u002freclaimable":` + string(quoted) + `}},"status":{"capacity":{},"allocatable":{}}}`,
+			wantCPU: "2500"},
+		{name: "annotations in a repeated metadata member are merged",
+			object:  `{"kind":"Node","metadata":{"name":"n1","labels":{"a":"1"}},"metadata":{"annotations":{"kube-reclaim.io/reclaimable":` + string(quoted) + `}},"status":{"capacity":{}}}`,
+			wantCPU: "2500"},
+		{name: "a repeated status member wins as a whole when it is null",
+			object:  `{"kind":"Node","metadata":{"name":"n1","annotations":{"kube-reclaim.io/reclaimable":` + string(quoted) + `}},"status":{"capacity":{"cpu":"1"}},"status":null}`,
+			wantCPU: "2500"},
+		{name: "deep unknown fields, numbers and literals are skipped",
+			object: ` { "kind" : "Node" , "spec" : { "x" : [ 1 , -2.5e+3 , true , false , null , { } , [ [ [ ] ] ] ] } ,` +
+				` "metadata" : { "name" : "n1" , "annotations" : { "kube-reclaim.io/reclaimable" : ` + string(quoted) + ` } } ,` +
+				` "status" : { "images" : [ { "names" : [ "a\"b\\c\u00e9\ud83d\ude00" ] , "sizeBytes" : 12 } ] , "capacity" : null } } `,
+			wantCPU: "2500"},
+		{name: "a key differing only in case is not the annotation",
+			object:  `{"kind":"Node","metadata":{"name":"n1","Annotations":{"kube-reclaim.io/reclaimable":` + string(quoted) + `}},"status":{"capacity":{}}}`,
+			wantCPU: "0"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			th := newTestHandler(t, testNames, nil)
+			obj := json.RawMessage(c.object)
+			a := post(t, th, reviewSpec{uid: "dec-1", object: obj}.json(t))
+			if a.code != http.StatusOK || !a.allowed || a.uid != "dec-1" || a.patch == nil {
+				t.Fatalf("answer = %+v, want allowed with a patch", a)
+			}
+			got := decodeNode(t, apply(t, obj, a.patch))
+			for _, m := range []map[string]string{got.Status.Capacity, got.Status.Allocatable} {
+				if m[cpuKey] != c.wantCPU {
+					t.Errorf("reclaimed cpu %q, want %q (status %+v)", m[cpuKey], c.wantCPU, got.Status)
+				}
+			}
+		})
+	}
+}
+
+// A review that needs a patch is not patched when any part of it is not
+// JSON, even a part the webhook does not read: such a body is not what the
+// apiserver sends. The valid review is the positive control. (The decoder
+// does take a few non-RFC 8259 numbers such as -01 in skipped values; see
+// reviewJSON.)
+func TestMalformedJSONIsNeverPatched(t *testing.T) {
+	obj := newNode("n1").setAnnotation(annKey, annotationValue(1, 1, testNow.Add(-time.Minute))).json(t)
+	const marker = `"MARKER"`
+	review := string(reviewSpec{uid: "m-1", object: obj, oldObject: json.RawMessage(`{"x":` + marker + `}`)}.json(t))
+	if !strings.Contains(review, marker) {
+		t.Fatalf("marker missing from %s", review)
+	}
+	t.Run("valid review is patched", func(t *testing.T) {
+		th := newTestHandler(t, testNames, nil)
+		if a := post(t, th, []byte(review)); a.code != 200 || a.patch == nil || a.uid != "m-1" {
+			t.Fatalf("answer = %+v, want a patch", a)
+		}
+	})
+	for _, bad := range []string{
+		`01`, `1.`, `.5`, `1e`, `-`, `+1`, `1.5.5`, `tru`, `nul`, `"\x"`, `"\u12g4"`, "\"tab\there\"",
+		`[1,]`, `[1 2]`, `{"a"}`, `{"a":}`, `{"a":1,}`, `{,"a":1}`, `{'a':1}`, `{"a":1 "b":2}`,
+	} {
+		t.Run(bad, func(t *testing.T) {
+			th := newTestHandler(t, testNames, nil)
+			a := post(t, th, []byte(strings.Replace(review, marker, bad, 1)))
+			if a.code != http.StatusOK || !a.allowed || a.patch != nil || a.patchType != nil || a.uid != "m-1" {
+				t.Fatalf("answer = %+v, want allowed with uid m-1 and no patch", a)
+			}
+			if got := th.counter(t, "kube_reclaim_webhook_errors_total", "kind", ErrMalformed); got != 1 {
+				t.Errorf("errors_total{kind=malformed} = %v, want 1", got)
+			}
+		})
 	}
 }

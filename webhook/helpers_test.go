@@ -46,7 +46,7 @@ func newTestHandler(t testing.TB, names reclaimable.Names, alive func(time.Time)
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	h := NewHandler(names, 10*time.Minute, alive, reg)
-	h.now = func() time.Time { return testNow }
+	h.nodes.now = func() time.Time { return testNow }
 	return testHandler{Handler: h, reg: reg}
 }
 

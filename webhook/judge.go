@@ -22,7 +22,7 @@ const maxJudged = 1 << 16
 // value is parsed once per node and value, and Judge is given the same
 // annotation re-marshalled without the explanation, which no verdict reads.
 // A value that does not parse is judged as is.
-func (h *Handler) judge(node, value string, present bool, now time.Time) reclaimable.Freshness {
+func (h *nodeMutator) judge(node, value string, present bool, now time.Time) reclaimable.Freshness {
 	alive := h.alive(now)
 	if !present || node == "" {
 		return reclaimable.Judge(value, present, now, h.staleAfter, alive)

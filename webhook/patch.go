@@ -1,12 +1,9 @@
 package webhook
 
-import (
-	"encoding/json"
-	"strings"
-)
+import "strings"
 
-// patchOp is one RFC 6902 operation. Value is a string, a map[string]string or
-// nil (for remove).
+// patchOp is one RFC 6902 operation, marshalled by encoding/json. Value is a
+// string, a map[string]string or nil (for remove, where it is left out).
 type patchOp struct {
 	Op    string `json:"op"`
 	Path  string `json:"path"`
@@ -97,50 +94,4 @@ func sortedKeys(m map[string]string) []string {
 		}
 	}
 	return keys
-}
-
-// marshalPatch encodes ops as a JSON array, by hand for the common string
-// values (encoding/json's reflection is a measurable share of a review).
-func marshalPatch(ops []patchOp) ([]byte, error) {
-	b := make([]byte, 0, 96*len(ops)+2)
-	b = append(b, '[')
-	for i, op := range ops {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"op":`...)
-		b = appendJSONString(b, op.Op)
-		b = append(b, `,"path":`...)
-		b = appendJSONString(b, op.Path)
-		switch v := op.Value.(type) {
-		case nil:
-		case string:
-			b = append(b, `,"value":`...)
-			b = appendJSONString(b, v)
-		default:
-			vb, err := json.Marshal(v)
-			if err != nil {
-				return nil, err
-			}
-			b = append(b, `,"value":`...)
-			b = append(b, vb...)
-		}
-		b = append(b, '}')
-	}
-	return append(b, ']'), nil
-}
-
-// appendJSONString appends s as a JSON string. Plain ASCII without quotes,
-// backslashes or control characters is copied; anything else goes through
-// encoding/json.
-func appendJSONString(dst []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c == '"' || c == '\\' || c >= 0x80 || c == '<' || c == '>' || c == '&' {
-			q, _ := json.Marshal(s) // a string always encodes
-			return append(dst, q...)
-		}
-	}
-	dst = append(dst, '"')
-	dst = append(dst, s...)
-	return append(dst, '"')
 }
