@@ -74,8 +74,7 @@ func staleID(reason string) reasonID {
 }
 
 // appendFailure appends why req does not fit in st and returns rNone (and
-// b unchanged) when it fits. The text is plain ASCII without quotes or
-// backslashes, safe inside a JSON string as is.
+// b unchanged) when it fits.
 func appendFailure(b []byte, st nodeState, req reclaimable.Resources) ([]byte, reasonID) {
 	switch {
 	case !st.known:
@@ -100,6 +99,22 @@ func appendFailure(b []byte, st nodeState, req reclaimable.Resources) ([]byte, r
 		return appendMemoryShort(b, req, st.free), rInsufficientMemory
 	}
 	return b, rNone
+}
+
+// failure says why req does not fit in st, for the filter answer. The
+// messages without numbers are shared strings: a filter call can fail
+// thousands of nodes for the same reason.
+func failure(st nodeState, req reclaimable.Resources) (string, reasonID) {
+	switch {
+	case !st.known:
+		return msgUnknownNode, rUnknownNode
+	case !st.fresh:
+		if id := staleID(st.reason); id != rOtherStale {
+			return staleMessages[id], id
+		}
+	}
+	b, id := appendFailure(nil, st, req)
+	return string(b), id
 }
 
 // fit says whether req fits in st; when not, the metrics label and the

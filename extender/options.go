@@ -11,8 +11,16 @@
 // records the assumption under one lock before creating the Binding, so
 // concurrent binds never over-book a node.
 //
-// The extender keeps its assumptions in memory: run exactly one replica
-// (Deployment strategy Recreate). Two replicas would each promise the same room.
+// Assumptions live in the memory of one process, so replicas do not share
+// them. deploy/ runs two replicas for availability behind a Service with
+// sessionAffinity: ClientIP, and that affinity is what keeps them safe: the
+// one active (leader-elected) kube-scheduler sends all its filter and bind
+// calls to the same replica, which sees every room it promised. Without it,
+// consecutive binds would land on different replicas, each unaware of what
+// the other just assumed, and both could promise the same room until their
+// pod informers catch up. When the scheduler does move to the other replica
+// (the replica dies, or the scheduler fails over to another node), the risk
+// is that of a restart: binds of the last moments not yet in the informer.
 package extender
 
 import (

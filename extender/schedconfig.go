@@ -2,9 +2,13 @@ package extender
 
 import (
 	"encoding/json"
-	"strconv"
+	"fmt"
 	"strings"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	"sigs.k8s.io/yaml"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -23,43 +27,58 @@ const (
 	ExtenderHTTPTimeout = 5 * time.Second
 )
 
-// The structs mirror k8s.io/kube-scheduler/config/v1 (Extender,
-// ExtenderManagedResource) field for field, json tags included; false
-// booleans are written out on purpose so the file says what it means.
-type schedulerExtender struct {
-	URLPrefix        string            `json:"urlPrefix"`
-	FilterVerb       string            `json:"filterVerb"`
-	PrioritizeVerb   string            `json:"prioritizeVerb"`
-	BindVerb         string            `json:"bindVerb"`
-	Weight           int64             `json:"weight"`
-	EnableHTTPS      bool              `json:"enableHTTPS"`
-	HTTPTimeout      string            `json:"httpTimeout"`
-	NodeCacheCapable bool              `json:"nodeCacheCapable"`
-	ManagedResources []managedResource `json:"managedResources"`
-	Ignorable        bool              `json:"ignorable"`
+// explicitExtender is a configv1.Extender that writes enableHTTPS and
+// ignorable even when false (the upstream tags omit them), so that the file
+// says what it means. encoding/json lets a field of the outer struct shadow
+// the embedded one of the same name.
+type explicitExtender struct {
+	configv1.Extender `json:",inline"`
+	EnableHTTPS       bool `json:"enableHTTPS"`
+	Ignorable         bool `json:"ignorable"`
 }
 
-type managedResource struct {
-	Name               string `json:"name"`
-	IgnoredByScheduler bool   `json:"ignoredByScheduler"`
+func explicit(e configv1.Extender) explicitExtender {
+	return explicitExtender{Extender: e, EnableHTTPS: e.EnableHTTPS, Ignorable: e.Ignorable}
 }
 
-// legacyExtender mirrors the pre-1.23 scheduler Policy's extender: note
-// enableHttps and httpTimeout in nanoseconds (a time.Duration).
+// schedulerConfig is the part of configv1.KubeSchedulerConfiguration this
+// project sets. The upstream struct is not marshalled whole because its
+// component-base leaderElection and clientConnection have no omitempty: the
+// file would carry zero durations, QPS and an empty resourceLock that
+// kube-scheduler only replaces with its defaults. The tests decode the
+// result strictly into the upstream type.
+type schedulerConfig struct {
+	metav1.TypeMeta `json:",inline"`
+	LeaderElection  leaderElection                  `json:"leaderElection"`
+	Profiles        []configv1.KubeSchedulerProfile `json:"profiles"`
+	Extenders       []explicitExtender              `json:"extenders"`
+}
+
+// leaderElection is the part of component-base's
+// LeaderElectionConfiguration that differs from kube-scheduler's defaults.
+type leaderElection struct {
+	LeaderElect       bool   `json:"leaderElect"`
+	ResourceName      string `json:"resourceName"`
+	ResourceNamespace string `json:"resourceNamespace"`
+}
+
+// legacyExtender is the pre-1.23 scheduler Policy's extender, whose types
+// left k8s.io/kube-scheduler: note enableHttps and httpTimeout in
+// nanoseconds (a time.Duration).
 type legacyExtender struct {
-	URLPrefix        string            `json:"urlPrefix"`
-	FilterVerb       string            `json:"filterVerb"`
-	PrioritizeVerb   string            `json:"prioritizeVerb"`
-	BindVerb         string            `json:"bindVerb"`
-	Weight           int64             `json:"weight"`
-	EnableHTTPS      bool              `json:"enableHttps"`
-	HTTPTimeout      int64             `json:"httpTimeout"`
-	NodeCacheCapable bool              `json:"nodeCacheCapable"`
-	ManagedResources []managedResource `json:"managedResources"`
-	Ignorable        bool              `json:"ignorable"`
+	URLPrefix        string                             `json:"urlPrefix"`
+	FilterVerb       string                             `json:"filterVerb"`
+	PrioritizeVerb   string                             `json:"prioritizeVerb"`
+	BindVerb         string                             `json:"bindVerb"`
+	Weight           int64                              `json:"weight"`
+	EnableHTTPS      bool                               `json:"enableHttps"`
+	HTTPTimeout      int64                              `json:"httpTimeout"`
+	NodeCacheCapable bool                               `json:"nodeCacheCapable"`
+	ManagedResources []configv1.ExtenderManagedResource `json:"managedResources"`
+	Ignorable        bool                               `json:"ignorable"`
 }
 
-func managedResources(domain string) ([]managedResource, error) {
+func managedResources(domain string) ([]configv1.ExtenderManagedResource, error) {
 	n, err := reclaimable.NewNames(domain)
 	if err != nil {
 		return nil, err
@@ -67,18 +86,25 @@ func managedResources(domain string) ([]managedResource, error) {
 	// ignoredByScheduler: kube-scheduler must not check the resources
 	// itself; the extender is the one that knows the room (assumptions
 	// included). The scheduler still sends only pods requesting them.
-	return []managedResource{{Name: string(n.CPU), IgnoredByScheduler: true}, {Name: string(n.Memory), IgnoredByScheduler: true}}, nil
+	return []configv1.ExtenderManagedResource{{Name: string(n.CPU), IgnoredByScheduler: true}, {Name: string(n.Memory), IgnoredByScheduler: true}}, nil
 }
 
-func extenderEntry(urlPrefix, domain string) (schedulerExtender, error) {
+func extenderEntry(urlPrefix, domain string) (configv1.Extender, error) {
 	mr, err := managedResources(domain)
-	return schedulerExtender{
+	return configv1.Extender{
 		URLPrefix: urlPrefix, FilterVerb: "filter", PrioritizeVerb: "prioritize", BindVerb: "bind", Weight: 1,
-		EnableHTTPS: strings.HasPrefix(urlPrefix, "https://"), HTTPTimeout: ExtenderHTTPTimeout.String(),
+		EnableHTTPS: strings.HasPrefix(urlPrefix, "https://"), HTTPTimeout: metav1.Duration{Duration: ExtenderHTTPTimeout},
 		NodeCacheCapable: true, ManagedResources: mr,
 		// Not ignorable: without the extender nothing guards the room.
 		Ignorable: false,
 	}, err
+}
+
+// toYAML marshals v, a struct of the types above, with sigs.k8s.io/yaml
+// (through their json tags, as kube-scheduler reads them).
+func toYAML(v any) (string, error) {
+	b, err := yaml.Marshal(v)
+	return string(b), err
 }
 
 // ExtenderConfigYAML returns the top-level `extenders:` list of a
@@ -97,76 +123,52 @@ func ExtenderConfigYAMLWithCA(urlPrefix, domain, caFile string) (string, error) 
 	if err != nil {
 		return "", err
 	}
-	var b strings.Builder
-	b.WriteString("extenders:\n")
-	b.WriteString("- urlPrefix: " + yamlString(e.URLPrefix) + "\n")
-	b.WriteString("  filterVerb: " + e.FilterVerb + "\n")
-	b.WriteString("  prioritizeVerb: " + e.PrioritizeVerb + "\n")
-	b.WriteString("  bindVerb: " + e.BindVerb + "\n")
-	b.WriteString("  weight: " + strconv.FormatInt(e.Weight, 10) + "\n")
-	b.WriteString("  enableHTTPS: " + strconv.FormatBool(e.EnableHTTPS) + "\n")
 	if caFile != "" {
-		b.WriteString("  tlsConfig:\n    caFile: " + yamlString(caFile) + "\n")
+		e.TLSConfig = &configv1.ExtenderTLSConfig{CAFile: caFile}
 	}
-	b.WriteString("  nodeCacheCapable: " + strconv.FormatBool(e.NodeCacheCapable) + "\n")
-	b.WriteString("  httpTimeout: " + e.HTTPTimeout + "\n")
-	b.WriteString("  ignorable: " + strconv.FormatBool(e.Ignorable) + "\n")
-	b.WriteString("  managedResources:\n")
-	for _, r := range e.ManagedResources {
-		b.WriteString("  - name: " + yamlString(r.Name) + "\n")
-		b.WriteString("    ignoredByScheduler: " + strconv.FormatBool(r.IgnoredByScheduler) + "\n")
-	}
-	return b.String(), nil
+	return toYAML(struct {
+		Extenders []explicitExtender `json:"extenders"`
+	}{[]explicitExtender{explicit(e)}})
 }
 
-// yamlString writes s as a plain YAML scalar when that is unambiguous (URLs,
-// DNS names), double-quoted otherwise (a JSON string is valid YAML).
-func yamlString(s string) string {
-	plain := s != ""
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune(":/._-[]", r)) {
-			plain = false
-		}
+func profiles(schedulerNames []string) []configv1.KubeSchedulerProfile {
+	ps := make([]configv1.KubeSchedulerProfile, len(schedulerNames))
+	for i := range schedulerNames {
+		ps[i].SchedulerName = &schedulerNames[i]
 	}
-	// Leading digits could read as numbers, and YAML 1.1 has many booleans.
-	switch strings.ToLower(s) {
-	case "y", "yes", "n", "no", "on", "off", "true", "false", "null":
-		plain = false
-	}
-	if plain && strings.IndexAny(s[:1], ":[]-0123456789.") < 0 {
-		return s
-	}
-	q, _ := json.Marshal(s)
-	return string(q)
+	return ps
 }
 
 // ProfilesYAML returns a top-level `profiles:` list with one default profile
 // per scheduler name, for example ProfilesYAML("default-scheduler",
 // SchedulerName) for one kube-scheduler serving both.
 func ProfilesYAML(schedulerNames ...string) string {
-	var b strings.Builder
-	b.WriteString("profiles:\n")
-	for _, n := range schedulerNames {
-		b.WriteString("- schedulerName: " + yamlString(n) + "\n")
+	s, err := toYAML(struct {
+		Profiles []configv1.KubeSchedulerProfile `json:"profiles"`
+	}{profiles(schedulerNames)})
+	if err != nil {
+		// Strings in typed structs always marshal.
+		panic(fmt.Sprintf("marshalling scheduler profiles: %v", err))
 	}
-	return b.String()
+	return s
 }
 
 // KubeSchedulerConfigYAML returns the complete KubeSchedulerConfiguration
 // shipped as deploy/scheduler/kube-scheduler-config.yaml: a second scheduler
 // with profile SchedulerName, its own leader-election lease, and the extender.
 func KubeSchedulerConfigYAML(urlPrefix, domain string) (string, error) {
-	ext, err := ExtenderConfigYAML(urlPrefix, domain)
+	e, err := extenderEntry(urlPrefix, domain)
 	if err != nil {
 		return "", err
 	}
-	return "apiVersion: kubescheduler.config.k8s.io/v1\n" +
-		"kind: KubeSchedulerConfiguration\n" +
-		"leaderElection:\n" +
-		"  leaderElect: true\n" +
-		"  resourceName: " + SchedulerName + "\n" +
-		"  resourceNamespace: " + leaderlease.DefaultNamespace + "\n" +
-		ProfilesYAML(SchedulerName) + ext, nil
+	return toYAML(schedulerConfig{
+		TypeMeta: metav1.TypeMeta{APIVersion: configv1.SchemeGroupVersion.String(), Kind: "KubeSchedulerConfiguration"},
+		LeaderElection: leaderElection{
+			LeaderElect: true, ResourceName: SchedulerName, ResourceNamespace: leaderlease.DefaultNamespace,
+		},
+		Profiles:  profiles([]string{SchedulerName}),
+		Extenders: []explicitExtender{explicit(e)},
+	})
 }
 
 // LegacyPolicyJSON returns the scheduler Policy (kind Policy, apiVersion v1)
@@ -183,7 +185,7 @@ func LegacyPolicyJSON(urlPrefix, domain string) (string, error) {
 		Extenders  []legacyExtender `json:"extenders"`
 	}{Kind: "Policy", APIVersion: "v1", Extenders: []legacyExtender{{
 		URLPrefix: e.URLPrefix, FilterVerb: e.FilterVerb, PrioritizeVerb: e.PrioritizeVerb, BindVerb: e.BindVerb,
-		Weight: e.Weight, EnableHTTPS: e.EnableHTTPS, HTTPTimeout: int64(ExtenderHTTPTimeout),
+		Weight: e.Weight, EnableHTTPS: e.EnableHTTPS, HTTPTimeout: int64(e.HTTPTimeout.Duration),
 		NodeCacheCapable: e.NodeCacheCapable, ManagedResources: e.ManagedResources, Ignorable: e.Ignorable,
 	}}}
 	b, err := json.MarshalIndent(policy, "", "  ")

@@ -3,11 +3,18 @@ package extender
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 )
 
@@ -186,3 +193,77 @@ func TestShippedLegacyPolicyMatchesGenerated(t *testing.T) {
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// The generated configuration decodes strictly, through the apimachinery
+// serializer kube-scheduler uses, into the upstream
+// KubeSchedulerConfiguration: a key the upstream types do not have, or one
+// written twice, fails here. The shipped file is checked too.
+func TestConfigDecodesStrictlyIntoUpstreamTypes(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := configv1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	strict := kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme, scheme, kjson.SerializerOptions{Yaml: true, Strict: true})
+	decode := func(doc string) (*configv1.KubeSchedulerConfiguration, error) {
+		obj, _, err := strict.Decode([]byte(doc), nil, nil)
+		if err != nil {
+			return nil, err
+		}
+		c, ok := obj.(*configv1.KubeSchedulerConfiguration)
+		if !ok {
+			return nil, fmt.Errorf("decoded a %T", obj)
+		}
+		return c, nil
+	}
+	// Positive control: the strict decoder does refuse an unknown key.
+	if _, err := decode("apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\nextenders:\n- urlPrefix: http://x\n  enableHttps: true\n"); err == nil {
+		t.Fatal("strict decoding accepted the legacy key enableHttps")
+	}
+
+	generated, err := KubeSchedulerConfigYAML(DefaultURLPrefix, "kube-reclaim.io")
+	if err != nil {
+		t.Fatal(err)
+	}
+	shipped, err := os.ReadFile("../deploy/scheduler/kube-scheduler-config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ext, err := ExtenderConfigYAMLWithCA("https://127.0.0.1:9443", "example.com", "/tmp/ca.crt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + ProfilesYAML("default-scheduler", SchedulerName) + ext
+
+	want := configv1.Extender{
+		URLPrefix: DefaultURLPrefix, FilterVerb: "filter", PrioritizeVerb: "prioritize", BindVerb: "bind", Weight: 1,
+		HTTPTimeout: metav1.Duration{Duration: 5 * time.Second}, NodeCacheCapable: true,
+		ManagedResources: []configv1.ExtenderManagedResource{
+			{Name: "kube-reclaim.io/reclaimed-cpu", IgnoredByScheduler: true},
+			{Name: "kube-reclaim.io/reclaimed-memory", IgnoredByScheduler: true},
+		},
+	}
+	for name, doc := range map[string]string{"generated": generated, "shipped": string(shipped)} {
+		c, err := decode(doc)
+		if err != nil {
+			t.Errorf("%s: %v\n%s", name, err, doc)
+			continue
+		}
+		if len(c.Extenders) != 1 || !reflect.DeepEqual(c.Extenders[0], want) {
+			t.Errorf("%s: extenders = %+v\nwant %+v", name, c.Extenders, want)
+		}
+		le := c.LeaderElection
+		if len(c.Profiles) != 1 || ptr.Deref(c.Profiles[0].SchedulerName, "") != SchedulerName || le.LeaderElect == nil || !*le.LeaderElect ||
+			le.ResourceName != SchedulerName || le.ResourceNamespace != "kube-reclaim" {
+			t.Errorf("%s: profiles %+v, leaderElection %+v", name, c.Profiles, le)
+		}
+	}
+	c, err := decode(test)
+	if err != nil {
+		t.Fatalf("test configuration: %v\n%s", err, test)
+	}
+	e := c.Extenders[0]
+	if len(c.Profiles) != 2 || ptr.Deref(c.Profiles[1].SchedulerName, "") != SchedulerName || !e.EnableHTTPS ||
+		e.TLSConfig == nil || e.TLSConfig.CAFile != "/tmp/ca.crt" || e.ManagedResources[0].Name != "example.com/reclaimed-cpu" {
+		t.Errorf("test configuration: profiles %+v, extender %+v", c.Profiles, e)
+	}
+}

@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
+	jsoniter "github.com/json-iterator/go"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -61,8 +63,8 @@ func newServer(names reclaimable.Names, strategy string, c *nodeCache, pods podS
 func (s *server) handler() http.Handler {
 	r := mux.NewRouter()
 	for verb, h := range map[string]http.HandlerFunc{
-		"filter":     s.serveArgs("filter", s.appendFilter),
-		"prioritize": s.serveArgs("prioritize", s.appendPrioritize),
+		"filter":     s.serveArgs("filter", s.filter),
+		"prioritize": s.serveArgs("prioritize", s.prioritize),
 		"bind":       s.serveBind,
 	} {
 		r.Handle("/"+verb, s.metrics.requests.Wrap(verb, h)).Methods(http.MethodPost)
@@ -90,19 +92,16 @@ func (s *server) ready(w http.ResponseWriter) bool {
 // request holds the buffers of one call; they are pooled.
 type request struct {
 	body   bytes.Buffer
-	names  []string
 	states []nodeState
-	out    []byte
+	out    bytes.Buffer
 }
 
 var requests = sync.Pool{New: func() any { return new(request) }}
 
 func putRequest(rq *request) {
-	if rq.body.Cap() > 4<<20 || cap(rq.out) > 4<<20 {
+	if rq.body.Cap() > 4<<20 || rq.out.Cap() > 4<<20 {
 		return // do not pin the memory of an unusually large request
 	}
-	clear(rq.names[:cap(rq.names)]) // drop the views into the body
-	rq.names = rq.names[:0]
 	requests.Put(rq)
 }
 
@@ -139,16 +138,60 @@ func malformed(w http.ResponseWriter, verb, what string, body []byte, err error)
 	http.Error(w, fmt.Sprintf("malformed %s request: %v (expected a JSON %s)", verb, err, what), http.StatusBadRequest)
 }
 
-func writeJSON(w http.ResponseWriter, b []byte) {
+// writeJSON encodes v into rq's reusable buffer, then answers with it: an
+// encoding error (none is expected from these types) becomes a 500 rather
+// than half an answer.
+func writeJSON(w http.ResponseWriter, rq *request, v any) {
+	rq.out.Reset()
+	if err := json.NewEncoder(&rq.out).Encode(v); err != nil {
+		http.Error(w, fmt.Sprintf("encoding the answer: %v", err), http.StatusInternalServerError)
+		return
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(len(b)))
-	_, _ = w.Write(b)
+	h.Set("Content-Length", strconv.Itoa(rq.out.Len()))
+	_, _ = w.Write(rq.out.Bytes())
 }
 
-// serveArgs decodes and checks a filter or prioritize request, then appends
-// the answer with respond.
-func (s *server) serveArgs(verb string, respond func(b []byte, args *wireArgs, rq *request) []byte) http.HandlerFunc {
+// Errors of parseArgs besides malformed JSON.
+var (
+	errNoPod = errors.New("no Pod")
+	// errNodesGiven: the scheduler sent full Nodes, so it is not configured
+	// nodeCacheCapable.
+	errNodesGiven = errors.New("carries Nodes but no NodeNames")
+)
+
+// argsJSON decodes ExtenderArgs. A filter call carries thousands of node
+// names and encoding/json decodes them at about half the speed of
+// json-iterator, which with this configuration matches field names, unknown
+// fields and trailing data as encoding/json does.
+var argsJSON = jsoniter.ConfigCompatibleWithStandardLibrary
+
+// parseArgs decodes a filter or prioritize body into the upstream
+// ExtenderArgs and checks what the verbs rely on. Bodies json-iterator
+// refuses, and those that are not valid UTF-8 (encoding/json replaces bad
+// bytes, json-iterator keeps them), go to encoding/json, which decides and
+// words the error: its messages say where the body is wrong.
+func parseArgs(body []byte) (*extenderv1.ExtenderArgs, error) {
+	args := &extenderv1.ExtenderArgs{}
+	if !utf8.Valid(body) || argsJSON.Unmarshal(body, args) != nil {
+		args = &extenderv1.ExtenderArgs{}
+		if err := json.Unmarshal(body, args); err != nil {
+			return nil, err
+		}
+	}
+	switch {
+	case args.Pod == nil:
+		return nil, errNoPod
+	case args.NodeNames == nil && args.Nodes != nil && len(args.Nodes.Items) > 0:
+		return nil, errNodesGiven
+	}
+	return args, nil
+}
+
+// serveArgs decodes and checks a filter or prioritize request, then answers
+// with what respond returns.
+func (s *server) serveArgs(verb string, respond func(args *extenderv1.ExtenderArgs, rq *request) any) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready(w) {
 			return
@@ -158,20 +201,16 @@ func (s *server) serveArgs(verb string, respond func(b []byte, args *wireArgs, r
 			return
 		}
 		defer putRequest(rq)
-		args, err := parseArgs(rq.body.Bytes(), rq.names[:0])
-		if cap(args.names) > cap(rq.names) {
-			rq.names = args.names[:0] // keep the larger slice for the next request
-		}
+		args, err := parseArgs(rq.body.Bytes())
 		switch {
+		case errors.Is(err, errNoPod):
+			http.Error(w, fmt.Sprintf("malformed %s request: no Pod", verb), http.StatusBadRequest)
+		case errors.Is(err, errNodesGiven):
+			http.Error(w, fmt.Sprintf("%s request carries Nodes but no NodeNames: configure this extender with nodeCacheCapable: true", verb), http.StatusBadRequest)
 		case err != nil:
 			malformed(w, verb, "ExtenderArgs", rq.body.Bytes(), err)
-		case args.pod == nil:
-			http.Error(w, fmt.Sprintf("malformed %s request: no Pod", verb), http.StatusBadRequest)
-		case args.nodesGiven:
-			http.Error(w, fmt.Sprintf("%s request carries Nodes but no NodeNames: configure this extender with nodeCacheCapable: true", verb), http.StatusBadRequest)
 		default:
-			rq.out = respond(rq.out[:0], &args, rq)
-			writeJSON(w, rq.out)
+			writeJSON(w, rq, respond(args, rq))
 		}
 	}
 }
@@ -186,103 +225,75 @@ func (s *server) nodeStates(names []string, rq *request) []nodeState {
 	return st
 }
 
-// appendFilter answers a filter call (extenderv1.ExtenderFilterResult):
-// the nodes with room for pod in input order, and for every other node
-// exactly what is short.
-func (s *server) appendFilter(b []byte, args *wireArgs, rq *request) []byte {
-	names := args.names
-	req, mismatch := s.names.PodRequest(args.pod)
-	const tail = `,"Error":""}` + "\n"
-	b = append(b, `{"Nodes":null,"NodeNames":[`...)
+func nodeNames(args *extenderv1.ExtenderArgs) []string {
+	if args.NodeNames == nil {
+		return nil
+	}
+	return *args.NodeNames
+}
+
+// filter answers a filter call: the nodes with room for the pod in input
+// order, and for every other node exactly what is short. NodeNames and
+// FailedNodes are never null: the answer always lists the outcome.
+func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
+	names := nodeNames(args)
+	req, mismatch := s.names.PodRequest(args.Pod)
+	res := &extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedNodes: extenderv1.FailedNodesMap{}}
 	switch {
 	case len(names) == 0:
-		return append(b, `],"FailedNodes":{},"FailedAndUnresolvableNodes":null`+tail...)
+		return res
 	case mismatch:
 		// No node can ever take it, and preemption cannot help either.
-		b = append(b, `],"FailedNodes":{},"FailedAndUnresolvableNodes":{`...)
-		for i, n := range names {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendName(b, n, args.plain)
-			b = append(b, ':')
-			b = appendString(b, s.mismatchMsg)
+		res.FailedAndUnresolvableNodes = make(extenderv1.FailedNodesMap, len(names))
+		for _, n := range names {
+			res.FailedAndUnresolvableNodes[n] = s.mismatchMsg
 		}
 		var counts reasonCounts
 		counts[rLimitsMismatch] = len(names)
 		s.metrics.countFiltered(&counts)
-		return append(b, "}"+tail...)
+		return res
 	case req.IsZero():
-		for i, n := range names {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = appendName(b, n, args.plain)
-		}
-		return append(b, `],"FailedNodes":{},"FailedAndUnresolvableNodes":null`+tail...)
+		res.NodeNames = &names
+		return res
 	}
 	states := s.nodeStates(names, rq)
-	first := true
-	for i := range states {
-		if fits(states[i], req) {
-			if !first {
-				b = append(b, ',')
-			}
-			first = false
-			b = appendName(b, names[i], args.plain)
-		}
-	}
-	b = append(b, `],"FailedNodes":{`...)
+	passed := make([]string, 0, len(names))
 	var counts reasonCounts
-	first = true
 	for i := range states {
 		if fits(states[i], req) {
+			passed = append(passed, names[i])
 			continue
 		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = appendName(b, names[i], args.plain)
-		b = append(b, ':', '"')
-		var r reasonID
-		b, r = appendFailure(b, states[i], req) // plain ASCII, nothing to escape
-		b = append(b, '"')
+		msg, r := failure(states[i], req)
+		res.FailedNodes[names[i]] = msg
 		counts[r]++
 	}
+	res.NodeNames = &passed
 	s.metrics.countFiltered(&counts)
-	return append(b, `},"FailedAndUnresolvableNodes":null`+tail...)
+	return res
 }
 
-// appendPrioritize answers a prioritize call (extenderv1.HostPriorityList):
-// every node scored 0..MaxExtenderPriority by the room left after placing
-// pod, the mean of the CPU and memory fractions of the published values
-// that stay free. spread favours the most room left, binpack the least.
-// Nodes without room score 0; a pod asking no reclaimed resource (or whose
-// requests differ from its limits) scores 0 everywhere (neutral).
-func (s *server) appendPrioritize(b []byte, args *wireArgs, rq *request) []byte {
-	names := args.names
-	req, mismatch := s.names.PodRequest(args.pod)
+// prioritize answers a prioritize call: every node scored
+// 0..MaxExtenderPriority by the room left after placing the pod, the mean of
+// the CPU and memory fractions of the published values that stay free.
+// spread favours the most room left, binpack the least. Nodes without room
+// score 0; a pod asking no reclaimed resource (or whose requests differ from
+// its limits) scores 0 everywhere (neutral).
+func (s *server) prioritize(args *extenderv1.ExtenderArgs, rq *request) any {
+	names := nodeNames(args)
+	req, mismatch := s.names.PodRequest(args.Pod)
 	var states []nodeState
 	if !mismatch && !req.IsZero() && len(names) > 0 {
 		states = s.nodeStates(names, rq)
 	}
-	b = append(b, '[')
+	list := make(extenderv1.HostPriorityList, len(names))
 	for i, n := range names {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"Host":`...)
-		b = appendName(b, n, args.plain)
-		b = append(b, `,"Score":`...)
-		var sc int64
+		list[i].Host = n
 		if states != nil {
-			sc = score(s.strategy, states[i], req)
+			list[i].Score = score(s.strategy, states[i], req)
 		}
-		b = appendInt(b, sc)
-		b = append(b, '}')
 	}
-	return append(b, ']', '\n')
+	return &list
 }
 
 func fits(st nodeState, req reclaimable.Resources) bool {
@@ -330,11 +341,7 @@ func (s *server) serveBind(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed bind request: PodName, PodNamespace and Node are required", http.StatusBadRequest)
 		return
 	}
-	res := s.bind(r.Context(), &args)
-	rq.out = append(rq.out[:0], `{"Error":`...)
-	rq.out = appendString(rq.out, res.Error)
-	rq.out = append(rq.out, '}', '\n')
-	writeJSON(w, rq.out)
+	writeJSON(w, rq, s.bind(r.Context(), &args))
 }
 
 // bind checks room and records the assumption atomically, then creates the

@@ -142,7 +142,7 @@ func TestExplainFailsClearlyWithoutAReadableAnnotation(t *testing.T) {
 // withExplanation is node-e, fresh, publishing cpu/memory with explanation e.
 func withExplanation(cpu, memory int64, e *policy.Explanation) world {
 	n := annotated("node-e", reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: memory, Policy: "request",
-		WriteTime: now.Add(-time.Minute), Explanation: e}, reclaimable.Request{CPUMilli: cpu, MemoryBytes: memory})
+		WriteTime: now.Add(-time.Minute), Explanation: e}, reclaimable.Resources{CPUMilli: cpu, MemoryBytes: memory})
 	return world{objects: []runtime.Object{n}}
 }
 

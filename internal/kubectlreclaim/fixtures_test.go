@@ -68,7 +68,7 @@ func run(t *testing.T, w world, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-func annotated(name string, a reclaimable.Annotation, status reclaimable.Request) *corev1.Node {
+func annotated(name string, a reclaimable.Annotation, status reclaimable.Resources) *corev1.Node {
 	v, err := a.Marshal()
 	if err != nil {
 		panic(err)

@@ -25,7 +25,7 @@ type Amount struct {
 	MemoryBytes int64 `json:"memoryBytes"`
 }
 
-func amountOf(r reclaimable.Request) Amount {
+func amountOf(r reclaimable.Resources) Amount {
 	return Amount{CPUMilli: r.CPUMilli, MemoryBytes: r.MemoryBytes}
 }
 
@@ -91,7 +91,7 @@ type nodeUsage struct {
 
 // buildNodeReport computes one node's row from the node, the reclaimed
 // requests of its pods and its usage (nil when unknown).
-func buildNodeReport(node *corev1.Node, names reclaimable.Names, requested reclaimable.Request, pods int,
+func buildNodeReport(node *corev1.Node, names reclaimable.Names, requested reclaimable.Resources, pods int,
 	usage *nodeUsage, now time.Time, staleAfter time.Duration, lease *LeaseReport) NodeReport {
 	value, present := node.Annotations[names.Annotation]
 	f := judge(value, present, now, staleAfter, lease)
@@ -395,7 +395,7 @@ func collectNodes(ctx context.Context, c Clients, names reclaimable.Names, nodeN
 	if len(nodes) == 1 {
 		podSelector = fields.AndSelectors(podSelector, fields.OneTermEqualSelector("spec.nodeName", nodes[0].Name))
 	}
-	requested := map[string]reclaimable.Request{}
+	requested := map[string]reclaimable.Resources{}
 	count := map[string]int{}
 	if len(nodes) > 0 {
 		pods, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: podSelector.String()})

@@ -25,15 +25,15 @@ import (
 func fourNodes() world {
 	a := annotated("node-a", reclaimable.Annotation{CPUMilli: 4900, MemoryBytes: 17824114278, Policy: "usage", Pool: "batch",
 		MetricsTime: now.Add(-45 * time.Second), WriteTime: now.Add(-30 * time.Second), Explanation: usageExplanation()},
-		reclaimable.Request{CPUMilli: 4900, MemoryBytes: 17824114278})
+		reclaimable.Resources{CPUMilli: 4900, MemoryBytes: 17824114278})
 	a.Labels["pool"] = "batch"
 	b := annotated("node-b", reclaimable.Annotation{CPUMilli: 4000, MemoryBytes: 8 * gib, Policy: "request",
 		WriteTime: now.Add(-25 * time.Minute), Explanation: requestExplanation()},
-		reclaimable.Request{CPUMilli: 4000, MemoryBytes: 8 * gib})
+		reclaimable.Resources{CPUMilli: 4000, MemoryBytes: 8 * gib})
 	c := bareNode("node-c")
 	d := annotated("node-d", reclaimable.Annotation{Policy: "usage", ZeroReason: policy.ZeroReasonStale,
 		MetricsTime: now.Add(-4 * time.Minute), WriteTime: now.Add(-time.Minute), Explanation: staleMetricsExplanation()},
-		reclaimable.Request{})
+		reclaimable.Resources{})
 	return world{
 		objects: []runtime.Object{a, b, c, d,
 			pod("batch", "train-1", "node-a", "1000", "1Gi", corev1.PodRunning),
