@@ -56,8 +56,8 @@ func MustNames(domain string) Names {
 
 // Request is what a pod asks of the reclaimed resources.
 type Request struct {
-	CPUMilli    int64
-	MemoryBytes int64
+	CPUMilli    int64 `json:"cpuMilli"`
+	MemoryBytes int64 `json:"memoryBytes"`
 }
 
 // IsZero reports whether the pod asks for no reclaimed resource at all.

@@ -218,10 +218,10 @@ func TestExplainJSONCarriesVerdictExplanationAndEvaluation(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if r.Node != "node-b" || r.Fresh || r.StaleReason != reclaimable.ReasonWriteTooOld || r.Published != (Amount{}) || !r.Consistent {
+	if r.Node != "node-b" || r.Fresh || r.StaleReason != reclaimable.ReasonWriteTooOld || r.Published != (reclaimable.Request{}) || !r.Consistent {
 		t.Errorf("report %+v", r)
 	}
-	if r.Evaluated == nil || *r.Evaluated != (Amount{4000, 8 << 30}) {
+	if r.Evaluated == nil || *r.Evaluated != (res(4000, 8 << 30)) {
 		t.Errorf("evaluated %+v", r.Evaluated)
 	}
 	if r.Annotation == nil || r.Annotation.Explanation == nil || len(r.Annotation.Explanation.CPU.Terms) != 5 {

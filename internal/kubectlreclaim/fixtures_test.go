@@ -150,4 +150,9 @@ func usageExplanation() *policy.Explanation {
 	}
 }
 
+// res is a cpu/memory pair in millicores and bytes.
+func res(cpuMilli, memoryBytes int64) reclaimable.Request {
+	return reclaimable.Request{CPUMilli: cpuMilli, MemoryBytes: memoryBytes}
+}
+
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }

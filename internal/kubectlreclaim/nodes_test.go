@@ -163,10 +163,10 @@ func TestNodesJSONCarriesExactIntegers(t *testing.T) {
 		t.Fatalf("items not sorted by free memory: %+v", list.Items)
 	}
 	a, b := list.Items[0], list.Items[3]
-	if a.Published != (Amount{4900, 17824114278}) || a.Requested != (Amount{1000, 1 << 30}) || a.Free != (Amount{3900, 16750372454}) {
+	if a.Published != (res(4900, 17824114278)) || a.Requested != (res(1000, 1 << 30)) || a.Free != (res(3900, 16750372454)) {
 		t.Errorf("node-a published %+v requested %+v free %+v", a.Published, a.Requested, a.Free)
 	}
-	if a.Usage == nil || *a.Usage != (Amount{5200, 20 << 30}) || a.ReclaimedPods != 1 {
+	if a.Usage == nil || *a.Usage != (res(5200, 20 << 30)) || a.ReclaimedPods != 1 {
 		t.Errorf("node-a usage %+v pods %d", a.Usage, a.ReclaimedPods)
 	}
 	if a.Annotation == nil || a.Annotation.Policy != "usage" || a.Annotation.Pool != "batch" || !a.Annotation.WriteTime.Equal(now.Add(-30*time.Second)) {
@@ -175,8 +175,8 @@ func TestNodesJSONCarriesExactIntegers(t *testing.T) {
 	if b.Fresh || b.StaleReason != reclaimable.ReasonWriteTooOld || b.StaleDetail != "annotation written 25m0s ago (stale after 10m0s)" {
 		t.Errorf("node-b verdict fresh=%v reason=%q detail=%q", b.Fresh, b.StaleReason, b.StaleDetail)
 	}
-	if b.Published != (Amount{}) || b.Free != (Amount{-500, -512 << 20}) || b.Annotation.Amount != (Amount{4000, 8 << 30}) || b.Capacity != (Amount{4000, 8 << 30}) {
-		t.Errorf("node-b published %+v free %+v annotated %+v capacity %+v", b.Published, b.Free, b.Annotation.Amount, b.Capacity)
+	if b.Published != (reclaimable.Request{}) || b.Free != (res(-500, -512 << 20)) || b.Annotation.Request != (res(4000, 8 << 30)) || b.Capacity != (res(4000, 8 << 30)) {
+		t.Errorf("node-b published %+v free %+v annotated %+v capacity %+v", b.Published, b.Free, b.Annotation.Request, b.Capacity)
 	}
 	if b.Usage != nil || b.Annotation.MetricsTime != nil {
 		t.Errorf("node-b has usage %+v or metrics time %v", b.Usage, b.Annotation.MetricsTime)

@@ -110,11 +110,11 @@ func TestPodsJSONCarriesExactRequests(t *testing.T) {
 		t.Fatalf("%d pods, want 4:\n%s", len(list.Items), out)
 	}
 	big, train := list.Items[0], list.Items[3]
-	if big.Name != "big" || big.Node != "" || big.Phase != "Pending" || big.Requested != (Amount{8000, 8 << 30}) ||
+	if big.Name != "big" || big.Node != "" || big.Phase != "Pending" || big.Requested != (res(8000, 8 << 30)) ||
 		!strings.Contains(big.Waiting, "1 node(s) had stale reclaimable annotation") {
 		t.Errorf("big %+v", big)
 	}
-	if train.Name != "train-1" || train.Node != "node-a" || train.Phase != "Running" || train.Requested != (Amount{1000, 1 << 30}) || train.Waiting != "" {
+	if train.Name != "train-1" || train.Node != "node-a" || train.Phase != "Running" || train.Requested != (res(1000, 1 << 30)) || train.Waiting != "" {
 		t.Errorf("train-1 %+v", train)
 	}
 }
