@@ -68,12 +68,12 @@ func (e *ExplainOptions) Validate() error {
 // ExplainReport is the json/yaml document of `kubectl reclaim explain`.
 type ExplainReport struct {
 	metav1.TypeMeta `json:",inline"`
-	Node        string    `json:"node"`
-	Time        time.Time `json:"time"`
-	Fresh       bool      `json:"fresh"`
-	StaleReason string    `json:"staleReason,omitempty"`
-	StaleDetail string    `json:"staleDetail,omitempty"`
-	Published   reclaimable.Request `json:"published"`
+	Node            string              `json:"node"`
+	Time            time.Time           `json:"time"`
+	Fresh           bool                `json:"fresh"`
+	StaleReason     string              `json:"staleReason,omitempty"`
+	StaleDetail     string              `json:"staleDetail,omitempty"`
+	Published       reclaimable.Request `json:"published"`
 	// PublisherLease is the publisher's leader Lease, when checked.
 	PublisherLease *LeaseReport            `json:"publisherLease,omitempty"`
 	Annotation     *reclaimable.Annotation `json:"annotation"`

@@ -221,7 +221,7 @@ func TestExplainJSONCarriesVerdictExplanationAndEvaluation(t *testing.T) {
 	if r.Node != "node-b" || r.Fresh || r.StaleReason != reclaimable.ReasonWriteTooOld || r.Published != (reclaimable.Request{}) || !r.Consistent {
 		t.Errorf("report %+v", r)
 	}
-	if r.Evaluated == nil || *r.Evaluated != (res(4000, 8 << 30)) {
+	if r.Evaluated == nil || *r.Evaluated != (res(4000, 8<<30)) {
 		t.Errorf("evaluated %+v", r.Evaluated)
 	}
 	if r.Annotation == nil || r.Annotation.Explanation == nil || len(r.Annotation.Explanation.CPU.Terms) != 5 {

@@ -35,6 +35,9 @@ type world struct {
 	metricsDown bool
 	// leaseErr is returned by every read of a Lease.
 	leaseErr error
+	// reactors answer the list requests of a resource (e.g. "pods") in
+	// place of the fake's tracker.
+	reactors map[string]clienttesting.ReactionFunc
 }
 
 // run executes `kubectl reclaim args...` against w and returns stdout,
@@ -55,6 +58,9 @@ func run(t *testing.T, w world, args ...string) (string, string, error) {
 			return true, &metricsv1beta1.NodeMetricsList{Items: w.metrics}, nil
 		})
 		kube := fake.NewClientset(w.objects...)
+		for resource, react := range w.reactors {
+			kube.PrependReactor("list", resource, react)
+		}
 		if w.leaseErr != nil {
 			kube.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, w.leaseErr
@@ -114,7 +120,8 @@ func pod(ns, name, node, cpu, memory string, phase corev1.PodPhase) *corev1.Pod 
 
 func nodeMetrics(name string, cpu, memory string, ago time.Duration) metricsv1beta1.NodeMetrics {
 	return metricsv1beta1.NodeMetrics{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		// metrics-server copies the node's labels; bareNode has this one.
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
 		Timestamp:  metav1.NewTime(now.Add(-ago)),
 		Window:     metav1.Duration{Duration: 15 * time.Second},
 		Usage:      corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},

@@ -35,7 +35,7 @@ type NodeReport struct {
 	ReclaimedPods int `json:"reclaimedPods"`
 	// Usage is the node usage from metrics.k8s.io; absent when unavailable.
 	Usage     *reclaimable.Request `json:"usage,omitempty"`
-	UsageTime *time.Time `json:"usageTime,omitempty"`
+	UsageTime *time.Time           `json:"usageTime,omitempty"`
 	// Fresh is the staleness verdict (reclaimable.Judge) at the report time.
 	Fresh       bool   `json:"fresh"`
 	StaleReason string `json:"staleReason,omitempty"`
@@ -50,8 +50,8 @@ type NodeReport struct {
 // AnnotationReport is the node annotation as kubectl reclaim shows it.
 type AnnotationReport struct {
 	reclaimable.Request `json:",inline"`
-	Policy string `json:"policy"`
-	Pool   string `json:"pool,omitempty"`
+	Policy              string `json:"policy"`
+	Pool                string `json:"pool,omitempty"`
 	// MetricsTime is absent when no usage sample was used (request policy).
 	MetricsTime *time.Time `json:"metricsTime,omitempty"`
 	WriteTime   time.Time  `json:"writeTime"`
@@ -465,7 +465,7 @@ func nodeUsages(ctx context.Context, c Clients, selector string) (map[string]nod
 		m := &list.Items[i]
 		out[m.Name] = nodeUsage{
 			Request: reclaimable.Request{CPUMilli: m.Usage.Cpu().MilliValue(), MemoryBytes: m.Usage.Memory().Value()},
-			Time:   m.Timestamp.Time,
+			Time:    m.Timestamp.Time,
 		}
 	}
 	return out, nil

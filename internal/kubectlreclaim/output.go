@@ -108,7 +108,8 @@ func (f *outputFlags) validate() error {
 	if f.humanReadable() {
 		return nil
 	}
-	if !slices.Contains(f.allowed(), f.format()) {
+	// Templates come as -o jsonpath=TEMPLATE.
+	if name, _, _ := strings.Cut(f.format(), "="); !slices.Contains(f.allowed(), name) {
 		empty := "text"
 		if f.table {
 			empty = "table"

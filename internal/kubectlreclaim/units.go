@@ -76,7 +76,9 @@ func memoryExact(bytes int64) string {
 }
 
 // pair renders one cpu/memory cell of the table.
-func pair(a reclaimable.Request) string { return FormatCPU(a.CPUMilli) + "/" + FormatMemory(a.MemoryBytes) }
+func pair(a reclaimable.Request) string {
+	return FormatCPU(a.CPUMilli) + "/" + FormatMemory(a.MemoryBytes)
+}
 
 // age renders how long ago t was, like kubectl's AGE column; "<none>" for
 // the zero time and "<invalid>" for a time more than a second in the future.
