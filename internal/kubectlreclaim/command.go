@@ -130,8 +130,9 @@ func NewCommand(o *Options) *cobra.Command {
   kubectl reclaim pods           the pods using reclaimed resources, where they run or why they wait
 
 Resource cells show cpu/memory: CPU in cores or millicores (2, 2500m), memory in
-binary units (512Mi, 2.5Gi). -o json and -o yaml carry exact integers
-(millicores and bytes).`,
+binary units (512Mi, 2.5Gi). As with kubectl get, nodes and pods print with
+-o wide, json, yaml, name, jsonpath=... or go-template=..., and --no-headers;
+json and yaml carry exact integers (millicores and bytes).`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl reclaim"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
