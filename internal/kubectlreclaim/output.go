@@ -89,8 +89,8 @@ func (f *outputFlags) humanReadable() bool {
 	return false
 }
 
-// machineReadable is whether the output is a document (not the table,
-// the text or names); messages then go to stderr only.
+// machineReadable is whether one document is printed (json, yaml,
+// templates) rather than rows or names.
 func (f *outputFlags) machineReadable() bool {
 	return !f.humanReadable() && f.format() != outputName
 }
