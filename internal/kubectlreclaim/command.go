@@ -13,13 +13,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/pager"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -31,6 +31,16 @@ type Clients struct {
 	// Metrics is the metrics.k8s.io client; nil when none could be built.
 	// Commands never fail because the metrics API is unavailable.
 	Metrics metricsclient.Interface
+	// ChunkSize is the page size of list requests (--chunk-size).
+	ChunkSize int64
+}
+
+// pager lists in pages of c.ChunkSize, like kubectl get: a large cluster's
+// pods come in several bounded responses instead of one huge one.
+func (c Clients) pager(list pager.ListPageFunc) *pager.ListPager {
+	p := pager.New(list)
+	p.PageSize = c.ChunkSize
+	return p
 }
 
 // Options are shared by every subcommand.
@@ -38,7 +48,9 @@ type Options struct {
 	// ConfigFlags are the usual kubectl connection flags.
 	ConfigFlags    *genericclioptions.ConfigFlags
 	ResourceDomain string
-	Streams        genericiooptions.IOStreams
+	// ChunkSize is --chunk-size: items per list request, 0 for one request.
+	ChunkSize int64
+	Streams   genericiooptions.IOStreams
 	// Now is the clock; tests replace it.
 	Now func() time.Time
 	// NewClients builds the clients from ConfigFlags; tests replace it.
@@ -50,6 +62,7 @@ func NewOptions(streams genericiooptions.IOStreams) *Options {
 	o := &Options{
 		ConfigFlags:    genericclioptions.NewConfigFlags(true),
 		ResourceDomain: reclaimable.DefaultDomain,
+		ChunkSize:      500,
 		Streams:        streams,
 		Now:            time.Now,
 	}
@@ -77,6 +90,25 @@ func (o *Options) clientsFromFlags() (Clients, error) {
 	return c, nil
 }
 
+// clients builds the clients for one command run.
+func (o *Options) clients() (Clients, error) {
+	c, err := o.NewClients()
+	c.ChunkSize = o.ChunkSize
+	return c, err
+}
+
+// validateCommon reports the problems of the shared flags.
+func (o *Options) validateCommon() []error {
+	var errs []error
+	if _, err := o.names(); err != nil {
+		errs = append(errs, err)
+	}
+	if o.ChunkSize < 0 {
+		errs = append(errs, fmt.Errorf("--chunk-size: %d must not be negative", o.ChunkSize))
+	}
+	return errs
+}
+
 // names validates --resource-domain.
 func (o *Options) names() (reclaimable.Names, error) {
 	n, err := reclaimable.NewNames(o.ResourceDomain)
@@ -84,29 +116,6 @@ func (o *Options) names() (reclaimable.Names, error) {
 		return n, fmt.Errorf("--resource-domain: %w", err)
 	}
 	return n, nil
-}
-
-// Output formats.
-const (
-	outputTable = ""
-	outputWide  = "wide"
-	outputJSON  = "json"
-	outputYAML  = "yaml"
-)
-
-func validateOutput(output string, allowed ...string) error {
-	for _, a := range allowed {
-		if output == a {
-			return nil
-		}
-	}
-	var shown []string
-	for _, a := range allowed {
-		if a != outputTable {
-			shown = append(shown, a)
-		}
-	}
-	return fmt.Errorf("--output: %q is not one of %s (or empty for the table)", output, strings.Join(shown, ", "))
 }
 
 // NewCommand returns the kubectl-reclaim root command with its subcommands.
@@ -121,8 +130,9 @@ func NewCommand(o *Options) *cobra.Command {
   kubectl reclaim pods           the pods using reclaimed resources, where they run or why they wait
 
 Resource cells show cpu/memory: CPU in cores or millicores (2, 2500m), memory in
-binary units (512Mi, 2.5Gi). -o json and -o yaml carry exact integers
-(millicores and bytes).`,
+binary units (512Mi, 2.5Gi). As with kubectl get, nodes and pods print with
+-o wide, json, yaml, name, jsonpath=... or go-template=..., and --no-headers;
+json and yaml carry exact integers (millicores and bytes).`,
 		Annotations:   map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl reclaim"},
 		SilenceUsage:  true,
 		SilenceErrors: true,
@@ -138,6 +148,8 @@ binary units (512Mi, 2.5Gi). -o json and -o yaml carry exact integers
 	o.ConfigFlags.AddFlags(fs)
 	fs.StringVar(&o.ResourceDomain, "resource-domain", o.ResourceDomain,
 		"Domain of the reclaimed resources and the node annotation (<domain>/reclaimed-cpu, <domain>/reclaimable); must match the one kube-reclaim runs with.")
+	fs.Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize,
+		"Return large lists in chunks rather than all at once. Pass 0 to disable.")
 	root.AddCommand(newNodesCommand(o), newExplainCommand(o), newPodsCommand(o))
 	return root
 }

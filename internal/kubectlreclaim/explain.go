@@ -23,11 +23,11 @@ type ExplainOptions struct {
 	*Options
 	freshnessFlags
 	Node   string
-	Output string
+	output *outputFlags
 }
 
 func newExplainCommand(o *Options) *cobra.Command {
-	e := &ExplainOptions{Options: o, freshnessFlags: defaultFreshness()}
+	e := &ExplainOptions{Options: o, freshnessFlags: defaultFreshness(), output: newOutputFlags(false)}
 	cmd := &cobra.Command{
 		Use:   "explain NODE",
 		Short: "Every term of the policy formula behind a node's published values",
@@ -50,19 +50,15 @@ when the terms do not add up to the published value.`,
 			return e.Run(cmd.Context())
 		},
 	}
-	fs := cmd.Flags()
-	fs.StringVarP(&e.Output, "output", "o", e.Output, "Output format: json or yaml (the verdict and the annotation with its explanation); text when empty.")
-	e.addFlags(fs)
+	e.output.addFlags(cmd)
+	e.addFlags(cmd.Flags())
 	return cmd
 }
 
 // Validate reports every invalid flag at once.
 func (e *ExplainOptions) Validate() error {
-	var errs []error
-	if _, err := e.names(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateOutput(e.Output, outputTable, outputJSON, outputYAML); err != nil {
+	errs := e.validateCommon()
+	if err := e.output.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	errs = append(errs, e.validate()...)
@@ -71,17 +67,18 @@ func (e *ExplainOptions) Validate() error {
 
 // ExplainReport is the json/yaml document of `kubectl reclaim explain`.
 type ExplainReport struct {
-	Node        string    `json:"node"`
-	Time        time.Time `json:"time"`
-	Fresh       bool      `json:"fresh"`
-	StaleReason string    `json:"staleReason,omitempty"`
-	StaleDetail string    `json:"staleDetail,omitempty"`
-	Published   Amount    `json:"published"`
+	metav1.TypeMeta `json:",inline"`
+	Node            string                `json:"node"`
+	Time            time.Time             `json:"time"`
+	Fresh           bool                  `json:"fresh"`
+	StaleReason     string                `json:"staleReason,omitempty"`
+	StaleDetail     string                `json:"staleDetail,omitempty"`
+	Published       reclaimable.Resources `json:"published"`
 	// PublisherLease is the publisher's leader Lease, when checked.
 	PublisherLease *LeaseReport            `json:"publisherLease,omitempty"`
 	Annotation     *reclaimable.Annotation `json:"annotation"`
 	// Evaluated is what the explanation's terms evaluate to.
-	Evaluated *Amount `json:"evaluated,omitempty"`
+	Evaluated *reclaimable.Resources `json:"evaluated,omitempty"`
 	// Consistent is false when the terms do not account for the published
 	// values (see check).
 	Consistent bool `json:"consistent"`
@@ -90,7 +87,7 @@ type ExplainReport struct {
 // Run reads the node and explains it.
 func (e *ExplainOptions) Run(ctx context.Context) error {
 	names, _ := e.names()
-	c, err := e.NewClients()
+	c, err := e.clients()
 	if err != nil {
 		return err
 	}
@@ -103,12 +100,12 @@ func (e *ExplainOptions) Run(ctx context.Context) error {
 	if err != nil {
 		fmt.Fprintf(e.Streams.ErrOut, "Warning: %v; not taken into account.\n", err)
 	}
-	if e.Output == outputJSON || e.Output == outputYAML {
+	if e.output.machineReadable() {
 		r, err := explainReport(node, names, now, e.StaleAfter, lease)
 		if err != nil {
 			return err
 		}
-		if err := printObject(e.Streams.Out, r, e.Output); err != nil {
+		if err := e.output.printDocument(e.Streams.Out, r); err != nil {
 			return err
 		}
 		if !r.Consistent {
@@ -145,10 +142,10 @@ func explainReport(node *corev1.Node, names reclaimable.Names, now time.Time, st
 		return nil, err
 	}
 	a := f.Annotation
-	r := &ExplainReport{Node: node.Name, Time: now, Fresh: f.Fresh, StaleReason: f.Reason, StaleDetail: f.Detail,
-		Published: amountOf(f.Values), PublisherLease: lease, Annotation: a, Consistent: true}
+	r := &ExplainReport{TypeMeta: typeMeta("NodeExplanation"), Node: node.Name, Time: now, Fresh: f.Fresh, StaleReason: f.Reason, StaleDetail: f.Detail,
+		Published: f.Values, PublisherLease: lease, Annotation: a, Consistent: true}
 	if a.Explanation != nil {
-		ev := Amount{CPUMilli: a.Explanation.CPU.Evaluate(), MemoryBytes: a.Explanation.Memory.Evaluate()}
+		ev := reclaimable.Resources{CPUMilli: a.Explanation.CPU.Evaluate(), MemoryBytes: a.Explanation.Memory.Evaluate()}
 		r.Evaluated = &ev
 		r.Consistent = checkResource(a.Explanation.CPU, a.CPUMilli) <= checkKept && checkResource(a.Explanation.Memory, a.MemoryBytes) <= checkKept
 	}
@@ -238,7 +235,7 @@ func statusWords(node string, f reclaimable.Freshness, a *reclaimable.Annotation
 	return fmt.Sprintf("Zero on purpose (%s).", a.ZeroReason)
 }
 
-// Words for the term names of policy.Term; the term's note adds the detail.
+// Words for the term names of reclaimable.Term; the term's note adds the detail.
 var termWords = map[string]string{
 	policy.TermAllocatable:        "allocatable %s of the node",
 	policy.TermMargin:             "safety margin",
@@ -255,15 +252,15 @@ var termWords = map[string]string{
 }
 
 var opWords = map[string]string{
-	policy.OpBase:     "start at",
-	policy.OpSubtract: "minus",
-	policy.OpFloor:    "at least",
-	policy.OpCap:      "at most",
-	policy.OpMinimum:  "zero below",
-	policy.OpInfo:     "(info)",
+	reclaimable.OpBase:     "start at",
+	reclaimable.OpSubtract: "minus",
+	reclaimable.OpFloor:    "at least",
+	reclaimable.OpCap:      "at most",
+	reclaimable.OpMinimum:  "zero below",
+	reclaimable.OpInfo:     "(info)",
 }
 
-func termMeaning(t policy.Term, resource string) string {
+func termMeaning(t reclaimable.Term, resource string) string {
 	words, ok := termWords[t.Name]
 	if !ok {
 		words = t.Name
@@ -295,7 +292,7 @@ const (
 	checkBroken
 )
 
-func checkResource(re policy.ResourceExplanation, published int64) check {
+func checkResource(re reclaimable.ResourceExplanation, published int64) check {
 	v := re.Evaluate()
 	switch {
 	case v != re.Result:
@@ -310,7 +307,7 @@ func checkResource(re policy.ResourceExplanation, published int64) check {
 
 // writeResource writes the terms of one resource and the check; it reports
 // whether the terms account for the published value.
-func writeResource(out io.Writer, title string, re policy.ResourceExplanation, published int64, format func(int64) string) bool {
+func writeResource(out io.Writer, title string, re reclaimable.ResourceExplanation, published int64, format func(int64) string) bool {
 	fmt.Fprintf(out, "\n%s: %s\n", title, formula(re.Terms))
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "  TERM\tOP\tVALUE\tRUNNING\tMEANING")
@@ -347,22 +344,22 @@ func writeResource(out io.Writer, title string, re policy.ResourceExplanation, p
 
 // formula writes the terms as one line: "allocatable - margin - peak, at
 // least floor, at most cap, zero below minimum".
-func formula(terms []policy.Term) string {
+func formula(terms []reclaimable.Term) string {
 	var b strings.Builder
 	for _, t := range terms {
 		switch t.Op {
-		case policy.OpBase:
+		case reclaimable.OpBase:
 			if b.Len() > 0 {
 				b.WriteString(", then ")
 			}
 			b.WriteString(t.Name)
-		case policy.OpSubtract:
+		case reclaimable.OpSubtract:
 			b.WriteString(" - " + t.Name)
-		case policy.OpFloor:
+		case reclaimable.OpFloor:
 			b.WriteString(", at least " + t.Name)
-		case policy.OpCap:
+		case reclaimable.OpCap:
 			b.WriteString(", at most " + t.Name)
-		case policy.OpMinimum:
+		case reclaimable.OpMinimum:
 			b.WriteString(", zero below " + t.Name)
 		}
 	}

@@ -8,7 +8,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -140,7 +139,7 @@ func TestExplainFailsClearlyWithoutAReadableAnnotation(t *testing.T) {
 }
 
 // withExplanation is node-e, fresh, publishing cpu/memory with explanation e.
-func withExplanation(cpu, memory int64, e *policy.Explanation) world {
+func withExplanation(cpu, memory int64, e *reclaimable.Explanation) world {
 	n := annotated("node-e", reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: memory, Policy: "request",
 		WriteTime: now.Add(-time.Minute), Explanation: e}, reclaimable.Resources{CPUMilli: cpu, MemoryBytes: memory})
 	return world{objects: []runtime.Object{n}}
@@ -150,7 +149,7 @@ func TestExplainChecksTheTermsAgainstThePublishedValue(t *testing.T) {
 	tests := []struct {
 		name        string
 		cpu, memory int64
-		mutate      func(*policy.Explanation)
+		mutate      func(*reclaimable.Explanation)
 		wantErr     bool
 		want        []string
 	}{
@@ -171,7 +170,7 @@ func TestExplainChecksTheTermsAgainstThePublishedValue(t *testing.T) {
 		{
 			name: "terms that do not add up to their recorded result fail",
 			cpu:  4000, memory: 8 * gib,
-			mutate:  func(e *policy.Explanation) { e.CPU.Terms[1].Value = 11000 },
+			mutate:  func(e *reclaimable.Explanation) { e.CPU.Terms[1].Value = 11000 },
 			wantErr: true,
 			want:    []string{"  = 5\n  check FAILED: the terms evaluate to 5 but the explanation records 4 as their result (a publisher bug).\n"},
 		},
@@ -218,10 +217,10 @@ func TestExplainJSONCarriesVerdictExplanationAndEvaluation(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if r.Node != "node-b" || r.Fresh || r.StaleReason != reclaimable.ReasonWriteTooOld || r.Published != (Amount{}) || !r.Consistent {
+	if r.Node != "node-b" || r.Fresh || r.StaleReason != reclaimable.ReasonWriteTooOld || r.Published != (reclaimable.Resources{}) || !r.Consistent {
 		t.Errorf("report %+v", r)
 	}
-	if r.Evaluated == nil || *r.Evaluated != (Amount{4000, 8 << 30}) {
+	if r.Evaluated == nil || *r.Evaluated != (res(4000, 8<<30)) {
 		t.Errorf("evaluated %+v", r.Evaluated)
 	}
 	if r.Annotation == nil || r.Annotation.Explanation == nil || len(r.Annotation.Explanation.CPU.Terms) != 5 {

@@ -35,6 +35,9 @@ type world struct {
 	metricsDown bool
 	// leaseErr is returned by every read of a Lease.
 	leaseErr error
+	// reactors answer the list requests of a resource (e.g. "pods") in
+	// place of the fake's tracker.
+	reactors map[string]clienttesting.ReactionFunc
 }
 
 // run executes `kubectl reclaim args...` against w and returns stdout,
@@ -55,6 +58,9 @@ func run(t *testing.T, w world, args ...string) (string, string, error) {
 			return true, &metricsv1beta1.NodeMetricsList{Items: w.metrics}, nil
 		})
 		kube := fake.NewClientset(w.objects...)
+		for resource, react := range w.reactors {
+			kube.PrependReactor("list", resource, react)
+		}
 		if w.leaseErr != nil {
 			kube.PrependReactor("get", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, w.leaseErr
@@ -114,7 +120,8 @@ func pod(ns, name, node, cpu, memory string, phase corev1.PodPhase) *corev1.Pod 
 
 func nodeMetrics(name string, cpu, memory string, ago time.Duration) metricsv1beta1.NodeMetrics {
 	return metricsv1beta1.NodeMetrics{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
+		// metrics-server copies the node's labels; bareNode has this one.
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}},
 		Timestamp:  metav1.NewTime(now.Add(-ago)),
 		Window:     metav1.Duration{Duration: 15 * time.Second},
 		Usage:      corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
@@ -125,29 +132,34 @@ const gib = int64(1) << 30
 
 // usageExplanation is what the usage policy writes for a 16-core / 64Gi
 // node: 10% margin, p95 peak, one unmeasured pod, cap at 50%.
-func usageExplanation() *policy.Explanation {
-	return &policy.Explanation{
-		CPU: policy.ResourceExplanation{Result: 4900, Terms: []policy.Term{
-			{Name: policy.TermAllocatable, Op: policy.OpBase, Value: 16000},
-			{Name: policy.TermMargin, Op: policy.OpSubtract, Value: 1600, Note: "10% of allocatable kept unreclaimed"},
-			{Name: policy.TermRegularPeakUsage, Op: policy.OpSubtract, Value: 9000, Note: "p95 over 5m0s of 20 samples: node usage minus reclaimed pods' usage"},
-			{Name: policy.TermSystemUsage, Op: policy.OpInfo, Value: 700, Note: "node usage beyond its pods, same statistic; included in regular-peak-usage"},
-			{Name: policy.TermUnmeasuredRequests, Op: policy.OpSubtract, Value: 500, Note: "requests of 1 regular pods without usage samples"},
-			{Name: policy.TermFloor, Op: policy.OpFloor, Value: 0},
-			{Name: policy.TermCap, Op: policy.OpCap, Value: 8000, Note: "50% of allocatable at most"},
-			{Name: policy.TermMinimum, Op: policy.OpMinimum, Value: 0},
+func usageExplanation() *reclaimable.Explanation {
+	return &reclaimable.Explanation{
+		CPU: reclaimable.ResourceExplanation{Result: 4900, Terms: []reclaimable.Term{
+			{Name: policy.TermAllocatable, Op: reclaimable.OpBase, Value: 16000},
+			{Name: policy.TermMargin, Op: reclaimable.OpSubtract, Value: 1600, Note: "10% of allocatable kept unreclaimed"},
+			{Name: policy.TermRegularPeakUsage, Op: reclaimable.OpSubtract, Value: 9000, Note: "p95 over 5m0s of 20 samples: node usage minus reclaimed pods' usage"},
+			{Name: policy.TermSystemUsage, Op: reclaimable.OpInfo, Value: 700, Note: "node usage beyond its pods, same statistic; included in regular-peak-usage"},
+			{Name: policy.TermUnmeasuredRequests, Op: reclaimable.OpSubtract, Value: 500, Note: "requests of 1 regular pods without usage samples"},
+			{Name: policy.TermFloor, Op: reclaimable.OpFloor, Value: 0},
+			{Name: policy.TermCap, Op: reclaimable.OpCap, Value: 8000, Note: "50% of allocatable at most"},
+			{Name: policy.TermMinimum, Op: reclaimable.OpMinimum, Value: 0},
 		}},
-		Memory: policy.ResourceExplanation{Result: 17824114278, Terms: []policy.Term{
-			{Name: policy.TermAllocatable, Op: policy.OpBase, Value: 64 * gib},
-			{Name: policy.TermMargin, Op: policy.OpSubtract, Value: 6871947674, Note: "10% of allocatable kept unreclaimed"},
-			{Name: policy.TermRegularPeakUsage, Op: policy.OpSubtract, Value: 40 * gib, Note: "p95 over 5m0s of 20 samples: node usage minus reclaimed pods' usage"},
-			{Name: policy.TermSystemUsage, Op: policy.OpInfo, Value: 2 * gib, Note: "node usage beyond its pods, same statistic; included in regular-peak-usage"},
-			{Name: policy.TermUnmeasuredRequests, Op: policy.OpSubtract, Value: gib, Note: "requests of 1 regular pods without usage samples"},
-			{Name: policy.TermFloor, Op: policy.OpFloor, Value: 0},
-			{Name: policy.TermCap, Op: policy.OpCap, Value: 32 * gib, Note: "50% of allocatable at most"},
-			{Name: policy.TermMinimum, Op: policy.OpMinimum, Value: 0},
+		Memory: reclaimable.ResourceExplanation{Result: 17824114278, Terms: []reclaimable.Term{
+			{Name: policy.TermAllocatable, Op: reclaimable.OpBase, Value: 64 * gib},
+			{Name: policy.TermMargin, Op: reclaimable.OpSubtract, Value: 6871947674, Note: "10% of allocatable kept unreclaimed"},
+			{Name: policy.TermRegularPeakUsage, Op: reclaimable.OpSubtract, Value: 40 * gib, Note: "p95 over 5m0s of 20 samples: node usage minus reclaimed pods' usage"},
+			{Name: policy.TermSystemUsage, Op: reclaimable.OpInfo, Value: 2 * gib, Note: "node usage beyond its pods, same statistic; included in regular-peak-usage"},
+			{Name: policy.TermUnmeasuredRequests, Op: reclaimable.OpSubtract, Value: gib, Note: "requests of 1 regular pods without usage samples"},
+			{Name: policy.TermFloor, Op: reclaimable.OpFloor, Value: 0},
+			{Name: policy.TermCap, Op: reclaimable.OpCap, Value: 32 * gib, Note: "50% of allocatable at most"},
+			{Name: policy.TermMinimum, Op: reclaimable.OpMinimum, Value: 0},
 		}},
 	}
+}
+
+// res is a cpu/memory pair in millicores and bytes.
+func res(cpuMilli, memoryBytes int64) reclaimable.Resources {
+	return reclaimable.Resources{CPUMilli: cpuMilli, MemoryBytes: memoryBytes}
 }
 
 func mustQuantity(s string) resource.Quantity { return resource.MustParse(s) }

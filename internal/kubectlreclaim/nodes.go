@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,38 +13,29 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
-
-// Amount is a CPU and memory pair in exact units.
-type Amount struct {
-	CPUMilli    int64 `json:"cpuMilli"`
-	MemoryBytes int64 `json:"memoryBytes"`
-}
-
-func amountOf(r reclaimable.Resources) Amount {
-	return Amount{CPUMilli: r.CPUMilli, MemoryBytes: r.MemoryBytes}
-}
 
 // NodeReport is one node of `kubectl reclaim nodes`.
 type NodeReport struct {
 	Name string `json:"name"`
 	// Published is what the webhook and the extender count on now: the
 	// annotation's values when it is fresh, zero otherwise.
-	Published Amount `json:"published"`
+	Published reclaimable.Resources `json:"published"`
 	// Requested is the sum of the reclaimed requests of the node's
 	// non-terminal pods.
-	Requested Amount `json:"requested"`
+	Requested reclaimable.Resources `json:"requested"`
 	// Free is Published - Requested; negative when the node is over-booked
 	// (published values went down after pods were bound).
-	Free Amount `json:"free"`
+	Free reclaimable.Resources `json:"free"`
 	// ReclaimedPods is the number of non-terminal pods requesting reclaimed
 	// resources on the node.
 	ReclaimedPods int `json:"reclaimedPods"`
 	// Usage is the node usage from metrics.k8s.io; absent when unavailable.
-	Usage     *Amount    `json:"usage,omitempty"`
-	UsageTime *time.Time `json:"usageTime,omitempty"`
+	Usage     *reclaimable.Resources `json:"usage,omitempty"`
+	UsageTime *time.Time             `json:"usageTime,omitempty"`
 	// Fresh is the staleness verdict (reclaimable.Judge) at the report time.
 	Fresh       bool   `json:"fresh"`
 	StaleReason string `json:"staleReason,omitempty"`
@@ -54,15 +43,15 @@ type NodeReport struct {
 	// Annotation is the parsed annotation, without its explanation.
 	Annotation *AnnotationReport `json:"annotation,omitempty"`
 	// Capacity and Allocatable are the reclaimed resources in the node's status.
-	Capacity    Amount `json:"capacity"`
-	Allocatable Amount `json:"allocatable"`
+	Capacity    reclaimable.Resources `json:"capacity"`
+	Allocatable reclaimable.Resources `json:"allocatable"`
 }
 
 // AnnotationReport is the node annotation as kubectl reclaim shows it.
 type AnnotationReport struct {
-	Amount
-	Policy string `json:"policy"`
-	Pool   string `json:"pool,omitempty"`
+	reclaimable.Resources `json:",inline"`
+	Policy                string `json:"policy"`
+	Pool                  string `json:"pool,omitempty"`
 	// MetricsTime is absent when no usage sample was used (request policy).
 	MetricsTime *time.Time `json:"metricsTime,omitempty"`
 	WriteTime   time.Time  `json:"writeTime"`
@@ -71,6 +60,7 @@ type AnnotationReport struct {
 
 // NodeList is the json/yaml document of `kubectl reclaim nodes`.
 type NodeList struct {
+	metav1.TypeMeta `json:",inline"`
 	// Time is the instant staleness was judged at.
 	Time       time.Time `json:"time"`
 	StaleAfter string    `json:"staleAfter"`
@@ -85,7 +75,7 @@ type NodeList struct {
 
 // nodeUsage is one NodeMetrics.
 type nodeUsage struct {
-	Amount
+	reclaimable.Resources
 	Time time.Time
 }
 
@@ -97,18 +87,18 @@ func buildNodeReport(node *corev1.Node, names reclaimable.Names, requested recla
 	f := judge(value, present, now, staleAfter, lease)
 	r := NodeReport{
 		Name:          node.Name,
-		Published:     amountOf(f.Values),
-		Requested:     amountOf(requested),
+		Published:     f.Values,
+		Requested:     requested,
 		ReclaimedPods: pods,
 		Fresh:         f.Fresh,
 		StaleReason:   f.Reason,
 		StaleDetail:   f.Detail,
-		Capacity:      statusAmount(node.Status.Capacity, names),
-		Allocatable:   statusAmount(node.Status.Allocatable, names),
+		Capacity:      statusResources(node.Status.Capacity, names),
+		Allocatable:   statusResources(node.Status.Allocatable, names),
 	}
-	r.Free = Amount{CPUMilli: r.Published.CPUMilli - r.Requested.CPUMilli, MemoryBytes: r.Published.MemoryBytes - r.Requested.MemoryBytes}
+	r.Free = reclaimable.Resources{CPUMilli: r.Published.CPUMilli - r.Requested.CPUMilli, MemoryBytes: r.Published.MemoryBytes - r.Requested.MemoryBytes}
 	if a := f.Annotation; a != nil {
-		r.Annotation = &AnnotationReport{Amount: Amount{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes},
+		r.Annotation = &AnnotationReport{Resources: reclaimable.Resources{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes},
 			Policy: a.Policy, Pool: a.Pool, WriteTime: a.WriteTime, ZeroReason: a.ZeroReason}
 		if !a.MetricsTime.IsZero() {
 			t := a.MetricsTime
@@ -116,14 +106,14 @@ func buildNodeReport(node *corev1.Node, names reclaimable.Names, requested recla
 		}
 	}
 	if usage != nil {
-		u, t := usage.Amount, usage.Time
+		u, t := usage.Resources, usage.Time
 		r.Usage, r.UsageTime = &u, &t
 	}
 	return r
 }
 
-func statusAmount(l corev1.ResourceList, names reclaimable.Names) Amount {
-	return Amount{CPUMilli: quantity(l, names.CPU), MemoryBytes: quantity(l, names.Memory)}
+func statusResources(l corev1.ResourceList, names reclaimable.Names) reclaimable.Resources {
+	return reclaimable.Resources{CPUMilli: quantity(l, names.CPU), MemoryBytes: quantity(l, names.Memory)}
 }
 
 func quantity(l corev1.ResourceList, name corev1.ResourceName) int64 {
@@ -225,17 +215,30 @@ func sortNodes(rows []NodeReport, key string) error {
 	return nil
 }
 
-// printNodesTable writes the human table; wide adds the annotated values,
-// the reclaimed resources in status.capacity and status.allocatable, and the
-// age of the usage sample the values were computed from and of the current
-// metrics.k8s.io sample.
-func printNodesTable(out io.Writer, list *NodeList, wide bool) error {
-	w := tabwriter.NewWriter(out, 6, 4, 3, ' ', 0)
-	header := []string{"NAME", "PUBLISHED", "REQUESTED", "FREE", "USAGE", "PODS", "POLICY", "STATUS", "AGE"}
-	if wide {
-		header = append(header, "ANNOTATED", "CAPACITY", "ALLOCATABLE", "METRICS-AGE", "USAGE-AGE")
-	}
-	fmt.Fprintln(w, strings.Join(header, "\t"))
+// nodeColumns are the columns of `kubectl reclaim nodes`; -o wide adds
+// those of priority 1: the annotated values, the reclaimed resources in
+// status.capacity and status.allocatable, and the age of the usage sample
+// the values were computed from and of the current metrics.k8s.io sample.
+var nodeColumns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: "Name of the node."},
+	{Name: "Published", Type: "string", Description: "Reclaimed cpu/memory the webhook and the extender count on: the annotation's values when fresh, 0/0 otherwise."},
+	{Name: "Requested", Type: "string", Description: "Reclaimed cpu/memory requested by the node's non-terminal pods."},
+	{Name: "Free", Type: "string", Description: "Published minus requested; negative when the node is over-booked."},
+	{Name: "Usage", Type: "string", Description: "Node usage from metrics.k8s.io; - when unavailable."},
+	{Name: "Pods", Type: "integer", Description: "Non-terminal pods requesting reclaimed resources on the node."},
+	{Name: "Policy", Type: "string", Description: "Policy (and pool) that computed the annotation."},
+	{Name: "Status", Type: "string", Description: "Fresh, Zero: <why the publisher published zero> or Stale: <why the values count as zero>."},
+	{Name: "Age", Type: "string", Description: "Time since the publisher wrote the annotation."},
+	{Name: "Annotated", Type: "string", Priority: 1, Description: "Values in the annotation, whether fresh or not."},
+	{Name: "Capacity", Type: "string", Priority: 1, Description: "Reclaimed resources in status.capacity."},
+	{Name: "Allocatable", Type: "string", Priority: 1, Description: "Reclaimed resources in status.allocatable."},
+	{Name: "Metrics-Age", Type: "string", Priority: 1, Description: "Age of the usage sample the annotation was computed from."},
+	{Name: "Usage-Age", Type: "string", Priority: 1, Description: "Age of the current metrics.k8s.io sample."},
+}
+
+// nodesTable renders the list as a metav1.Table for the cli-runtime printers.
+func nodesTable(list *NodeList) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: nodeColumns, Rows: make([]metav1.TableRow, 0, len(list.Items))}
 	for i := range list.Items {
 		r := &list.Items[i]
 		usage, usageAge := "-", "-"
@@ -246,26 +249,26 @@ func printNodesTable(out io.Writer, list *NodeList, wide bool) error {
 		writeAge, annotated, metricsAge := "<none>", "<none>", "<none>"
 		if a := r.Annotation; a != nil {
 			writeAge = age(list.Time, a.WriteTime)
-			annotated = pair(a.Amount)
+			annotated = pair(a.Resources)
 			if a.MetricsTime != nil {
 				metricsAge = age(list.Time, *a.MetricsTime)
 			}
 		}
-		row := []string{r.Name, pair(r.Published), pair(r.Requested), pair(r.Free), usage,
-			fmt.Sprint(r.ReclaimedPods), r.policy(), r.status(), writeAge}
-		if wide {
-			row = append(row, annotated, pair(r.Capacity), pair(r.Allocatable), metricsAge, usageAge)
-		}
-		fmt.Fprintln(w, strings.Join(row, "\t"))
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells: []any{r.Name, pair(r.Published), pair(r.Requested), pair(r.Free), usage,
+				int64(r.ReclaimedPods), r.policy(), r.status(), writeAge,
+				annotated, pair(r.Capacity), pair(r.Allocatable), metricsAge, usageAge},
+			Object: rowObject("Node", "", r.Name),
+		})
 	}
-	return w.Flush()
+	return t
 }
 
 // NodesOptions are the flags of `kubectl reclaim nodes`.
 type NodesOptions struct {
 	*Options
 	freshnessFlags
-	Output   string
+	output   *outputFlags
 	SortBy   string
 	Selector string
 	// NodeNames are the positional arguments; every node when empty.
@@ -273,7 +276,7 @@ type NodesOptions struct {
 }
 
 func newNodesCommand(o *Options) *cobra.Command {
-	n := &NodesOptions{Options: o, freshnessFlags: defaultFreshness()}
+	n := &NodesOptions{Options: o, freshnessFlags: defaultFreshness(), output: newOutputFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "nodes [NAME...]",
 		Short: "Published, requested and free reclaimed CPU/memory of every node",
@@ -292,7 +295,8 @@ two lease durations).`,
 		Example: `  kubectl reclaim nodes
   kubectl reclaim nodes -l node-pool=batch --sort-by free-cpu
   kubectl reclaim nodes -o wide
-  kubectl reclaim nodes node-1 -o json`,
+  kubectl reclaim nodes node-1 -o json
+  kubectl reclaim nodes --sort-by free-cpu -o name | head -3`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n.NodeNames = args
 			if err := n.Validate(); err != nil {
@@ -301,8 +305,8 @@ two lease durations).`,
 			return n.Run(cmd.Context())
 		},
 	}
+	n.output.addFlags(cmd)
 	fs := cmd.Flags()
-	fs.StringVarP(&n.Output, "output", "o", n.Output, "Output format: wide, json or yaml; the table when empty.")
 	fs.StringVar(&n.SortBy, "sort-by", n.SortBy, "Sort the rows by one of: "+strings.Join(sortKeyNames(), ", ")+
 		". Values sort largest first, name and ties alphabetically.")
 	fs.StringVarP(&n.Selector, "selector", "l", n.Selector, "Label selector of the nodes (like kubectl get -l), e.g. -l 'pool=batch,!gpu'.")
@@ -312,11 +316,8 @@ two lease durations).`,
 
 // Validate reports every invalid flag at once.
 func (n *NodesOptions) Validate() error {
-	var errs []error
-	if _, err := n.names(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateOutput(n.Output, outputTable, outputWide, outputJSON, outputYAML); err != nil {
+	errs := n.validateCommon()
+	if err := n.output.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if n.SortBy != "" && n.SortBy != "name" && nodeSortKeys[n.SortBy] == nil {
@@ -335,7 +336,7 @@ func (n *NodesOptions) Validate() error {
 // Run collects and prints the report.
 func (n *NodesOptions) Run(ctx context.Context) error {
 	names, _ := n.names()
-	c, err := n.NewClients()
+	c, err := n.clients()
 	if err != nil {
 		return err
 	}
@@ -351,18 +352,17 @@ func (n *NodesOptions) Run(ctx context.Context) error {
 	if err := sortNodes(list.Items, n.SortBy); err != nil {
 		return err
 	}
-	switch n.Output {
-	case outputJSON, outputYAML:
-		return printObject(n.Streams.Out, list, n.Output)
+	if n.output.machineReadable() {
+		return n.output.printDocument(n.Streams.Out, list)
 	}
 	if len(list.Items) == 0 {
 		fmt.Fprintln(n.Streams.ErrOut, "No nodes found.")
 		return nil
 	}
-	if !list.UsageAvailable {
+	if !list.UsageAvailable && n.output.humanReadable() {
 		fmt.Fprintf(n.Streams.ErrOut, "Warning: node usage unavailable (%s); USAGE shows \"-\".\n", list.UsageError)
 	}
-	return printNodesTable(n.Streams.Out, list, n.Output == outputWide)
+	return n.output.printTable(n.Streams.Out, nodesTable(list), false)
 }
 
 // collectNodes reads the nodes, the pods and the node metrics.
@@ -378,11 +378,16 @@ func collectNodes(ctx context.Context, c Clients, names reclaimable.Names, nodeN
 			nodes = append(nodes, *node)
 		}
 	} else {
-		list, err := c.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{LabelSelector: selector})
+		p := c.pager(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return c.Kube.CoreV1().Nodes().List(ctx, opts)
+		})
+		err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{LabelSelector: selector}, func(obj runtime.Object) error {
+			nodes = append(nodes, *obj.(*corev1.Node))
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("listing nodes: %w", err)
 		}
-		nodes = list.Items
 	}
 
 	want := make(map[string]bool, len(nodes))
@@ -398,23 +403,28 @@ func collectNodes(ctx context.Context, c Clients, names reclaimable.Names, nodeN
 	requested := map[string]reclaimable.Resources{}
 	count := map[string]int{}
 	if len(nodes) > 0 {
-		pods, err := c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{FieldSelector: podSelector.String()})
+		p := c.pager(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
+		})
+		// Only sums are kept, so the pages need not outlive the loop.
+		err := p.EachListItem(ctx, metav1.ListOptions{FieldSelector: podSelector.String()}, func(obj runtime.Object) error {
+			pod := obj.(*corev1.Pod)
+			if !want[pod.Spec.NodeName] || isTerminal(pod) {
+				return nil
+			}
+			if r, _ := names.PodRequest(pod); !r.IsZero() {
+				requested[pod.Spec.NodeName] = requested[pod.Spec.NodeName].Add(r)
+				count[pod.Spec.NodeName]++
+			}
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("listing pods: %w", err)
 		}
-		for i := range pods.Items {
-			p := &pods.Items[i]
-			if !want[p.Spec.NodeName] || isTerminal(p) {
-				continue
-			}
-			if r, _ := names.PodRequest(p); !r.IsZero() {
-				requested[p.Spec.NodeName] = requested[p.Spec.NodeName].Add(r)
-				count[p.Spec.NodeName]++
-			}
-		}
 	}
 
-	list := &NodeList{Time: now, StaleAfter: staleAfter.String(), PublisherLease: lease, Items: make([]NodeReport, 0, len(nodes))}
+	list := &NodeList{TypeMeta: typeMeta("NodeList"), Time: now, StaleAfter: staleAfter.String(), PublisherLease: lease,
+		Items: make([]NodeReport, 0, len(nodes))}
 	usage, err := nodeUsages(ctx, c, selector)
 	if err != nil {
 		list.UsageError = err.Error()
@@ -454,8 +464,8 @@ func nodeUsages(ctx context.Context, c Clients, selector string) (map[string]nod
 	for i := range list.Items {
 		m := &list.Items[i]
 		out[m.Name] = nodeUsage{
-			Amount: Amount{CPUMilli: m.Usage.Cpu().MilliValue(), MemoryBytes: m.Usage.Memory().Value()},
-			Time:   m.Timestamp.Time,
+			Resources: reclaimable.Resources{CPUMilli: m.Usage.Cpu().MilliValue(), MemoryBytes: m.Usage.Memory().Value()},
+			Time:      m.Timestamp.Time,
 		}
 	}
 	return out, nil

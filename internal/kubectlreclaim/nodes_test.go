@@ -2,12 +2,14 @@ package kubectlreclaim
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/kube-reclaim/kube-reclaim/policy"
@@ -48,25 +50,25 @@ func fourNodes() world {
 
 // requestExplanation is what the request policy writes for 16 cores / 64Gi
 // with 12 cores / 56Gi requested by regular pods.
-func requestExplanation() *policy.Explanation {
-	terms := func(alloc, requested int64) []policy.Term {
-		return []policy.Term{
-			{Name: policy.TermAllocatable, Op: policy.OpBase, Value: alloc},
-			{Name: policy.TermRegularRequests, Op: policy.OpSubtract, Value: requested, Note: "requests of 7 regular pods"},
-			{Name: policy.TermFloor, Op: policy.OpFloor, Value: 0},
-			{Name: policy.TermCap, Op: policy.OpCap, Value: alloc, Note: "100% of allocatable at most"},
-			{Name: policy.TermMinimum, Op: policy.OpMinimum, Value: 0},
+func requestExplanation() *reclaimable.Explanation {
+	terms := func(alloc, requested int64) []reclaimable.Term {
+		return []reclaimable.Term{
+			{Name: policy.TermAllocatable, Op: reclaimable.OpBase, Value: alloc},
+			{Name: policy.TermRegularRequests, Op: reclaimable.OpSubtract, Value: requested, Note: "requests of 7 regular pods"},
+			{Name: policy.TermFloor, Op: reclaimable.OpFloor, Value: 0},
+			{Name: policy.TermCap, Op: reclaimable.OpCap, Value: alloc, Note: "100% of allocatable at most"},
+			{Name: policy.TermMinimum, Op: reclaimable.OpMinimum, Value: 0},
 		}
 	}
-	return &policy.Explanation{
-		CPU:    policy.ResourceExplanation{Result: 4000, Terms: terms(16000, 12000)},
-		Memory: policy.ResourceExplanation{Result: 8 * gib, Terms: terms(64*gib, 56*gib)},
+	return &reclaimable.Explanation{
+		CPU:    reclaimable.ResourceExplanation{Result: 4000, Terms: terms(16000, 12000)},
+		Memory: reclaimable.ResourceExplanation{Result: 8 * gib, Terms: terms(64*gib, 56*gib)},
 	}
 }
 
-func staleMetricsExplanation() *policy.Explanation {
-	t := []policy.Term{{Name: policy.TermMetricsStale, Op: policy.OpBase, Value: 0, Note: "newest node sample is 4m0s old (stale after 2m0s)"}}
-	return &policy.Explanation{CPU: policy.ResourceExplanation{Terms: t}, Memory: policy.ResourceExplanation{Terms: t}}
+func staleMetricsExplanation() *reclaimable.Explanation {
+	t := []reclaimable.Term{{Name: policy.TermMetricsStale, Op: reclaimable.OpBase, Value: 0, Note: "newest node sample is 4m0s old (stale after 2m0s)"}}
+	return &reclaimable.Explanation{CPU: reclaimable.ResourceExplanation{Terms: t}, Memory: reclaimable.ResourceExplanation{Terms: t}}
 }
 
 func TestNodesTableShowsPublishedRequestedFreeUsagePolicyStatusAndAge(t *testing.T) {
@@ -104,27 +106,105 @@ func TestNodesWideAddsAnnotatedStatusValuesAndSampleAges(t *testing.T) {
 	}
 }
 
-func TestNodesSortBy(t *testing.T) {
-	w := fourNodes()
-	// node-b gets usage too, below node-a's.
-	w.metrics = append(w.metrics, nodeMetrics("node-b", "1", "30Gi", 5*time.Second))
+// sortWorld has four fresh nodes whose values order them differently for
+// every --sort-by key, and never in name order, so a sort by the wrong key or
+// by name alone fails. Per node (largest first in each key):
+//
+//	         published    requested          pods  usage        written
+//	alpha    6 / 5Gi      900m / 25Gi         2    7 / 20Gi     5m ago
+//	bravo    2 / 30Gi     1 / 23Gi            4    9 / 30Gi     3m ago
+//	charlie  8 / 10Gi     600m / 24Gi         3    5 / 40Gi     1m ago
+//	delta    4 / 20Gi     3500m / 1Gi         1    (none)       4m ago
+func sortWorld() world {
+	var w world
+	node := func(name string, cpu, memory int64, written time.Duration) {
+		w.objects = append(w.objects, annotated(name, reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: memory, Policy: "usage",
+			MetricsTime: now.Add(-written), WriteTime: now.Add(-written)}, res(cpu, memory)))
+	}
+	// pods puts n pods on the node sharing cpu (millicores, the unit of
+	// the reclaimed CPU resource) and memory equally.
+	pods := func(node string, n int, cpu, memory int64) {
+		for i := range n {
+			w.objects = append(w.objects, pod("batch", fmt.Sprintf("%s-%d", node, i), node,
+				fmt.Sprint(cpu/int64(n)), fmt.Sprint(memory/int64(n)), corev1.PodRunning))
+		}
+	}
+	node("alpha", 6000, 5*gib, 5*time.Minute)
+	pods("alpha", 2, 900, 25*gib)
+	node("bravo", 2000, 30*gib, 3*time.Minute)
+	pods("bravo", 4, 1000, 23*gib)
+	node("charlie", 8000, 10*gib, time.Minute)
+	pods("charlie", 3, 600, 24*gib)
+	node("delta", 4000, 20*gib, 4*time.Minute)
+	pods("delta", 1, 3500, gib)
+	w.metrics = []metricsv1beta1.NodeMetrics{
+		nodeMetrics("alpha", "7", "20Gi", 5*time.Second),
+		nodeMetrics("bravo", "9", "30Gi", 5*time.Second),
+		nodeMetrics("charlie", "5", "40Gi", 5*time.Second),
+	}
+	return w
+}
+
+func TestNodesSortByEveryKey(t *testing.T) {
 	tests := []struct {
 		sortBy string
-		want   []string
+		want   string
 	}{
-		{"", []string{"node-a", "node-b", "node-c", "node-d"}},
-		{"name", []string{"node-a", "node-b", "node-c", "node-d"}},
-		{"published-cpu", []string{"node-a", "node-b", "node-c", "node-d"}},
-		// Largest first; negative free last; ties by name.
-		{"free-cpu", []string{"node-a", "node-c", "node-d", "node-b"}},
-		{"free-memory", []string{"node-a", "node-c", "node-d", "node-b"}},
-		{"requested-cpu", []string{"node-a", "node-b", "node-c", "node-d"}},
-		{"requested-memory", []string{"node-a", "node-b", "node-c", "node-d"}},
+		{"published-cpu", "charlie alpha delta bravo"},
+		{"published-memory", "bravo delta charlie alpha"},
+		{"requested-cpu", "delta bravo alpha charlie"},
+		{"requested-memory", "alpha charlie bravo delta"},
+		// free = published - requested: charlie 7400m, alpha 5100m, bravo 1, delta 500m.
+		{"free-cpu", "charlie alpha bravo delta"},
+		// alpha and charlie are over-booked (negative free memory).
+		{"free-memory", "delta bravo charlie alpha"},
+		{"pods", "bravo charlie alpha delta"},
 		// Nodes without usage go last.
-		{"usage-cpu", []string{"node-a", "node-b", "node-c", "node-d"}},
-		{"usage-memory", []string{"node-b", "node-a", "node-c", "node-d"}},
-		// Oldest annotation first, nodes without one last.
-		{"age", []string{"node-b", "node-d", "node-a", "node-c"}},
+		{"usage-cpu", "bravo alpha charlie delta"},
+		{"usage-memory", "charlie bravo alpha delta"},
+		// Oldest annotation first.
+		{"age", "alpha delta bravo charlie"},
+		{"name", "alpha bravo charlie delta"},
+		{"", "alpha bravo charlie delta"},
+	}
+	// The fixture is only worth something if every key has an order of its
+	// own: check that before trusting a pass.
+	seen := map[string]string{}
+	for _, tt := range tests {
+		if other, dup := seen[tt.want]; dup && tt.sortBy != "" && other != "name" {
+			t.Fatalf("fixture: --sort-by %s and %s give the same order %q", tt.sortBy, other, tt.want)
+		}
+		seen[tt.want] = tt.sortBy
+	}
+	if keys := sortKeyNames(); len(seen) != len(keys) {
+		t.Fatalf("fixture covers %d distinct orders, want one per key %v", len(seen), keys)
+	}
+	for _, tt := range tests {
+		t.Run("sort by "+tt.sortBy, func(t *testing.T) {
+			out, _, err := run(t, sortWorld(), "nodes", "--sort-by", tt.sortBy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(firstColumn(out), " "); got != tt.want {
+				t.Errorf("order %s, want %s\n%s", got, tt.want, out)
+			}
+		})
+	}
+}
+
+func TestNodesSortTiesByNameAndMissingValuesLast(t *testing.T) {
+	w := fourNodes()
+	w.metrics = append(w.metrics, nodeMetrics("node-d", "1", "30Gi", 5*time.Second))
+	tests := []struct {
+		sortBy string
+		want   string
+	}{
+		// node-c and node-d tie at zero; node-b is over-booked.
+		{"free-cpu", "node-a node-c node-d node-b"},
+		// node-b and node-c have no usage.
+		{"usage-memory", "node-d node-a node-b node-c"},
+		// node-c has no annotation.
+		{"age", "node-b node-d node-a node-c"},
 	}
 	for _, tt := range tests {
 		t.Run("sort by "+tt.sortBy, func(t *testing.T) {
@@ -132,8 +212,8 @@ func TestNodesSortBy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := firstColumn(out); strings.Join(got, " ") != strings.Join(tt.want, " ") {
-				t.Errorf("order %v, want %v", got, tt.want)
+			if got := strings.Join(firstColumn(out), " "); got != tt.want {
+				t.Errorf("order %s, want %s", got, tt.want)
 			}
 		})
 	}
@@ -163,10 +243,10 @@ func TestNodesJSONCarriesExactIntegers(t *testing.T) {
 		t.Fatalf("items not sorted by free memory: %+v", list.Items)
 	}
 	a, b := list.Items[0], list.Items[3]
-	if a.Published != (Amount{4900, 17824114278}) || a.Requested != (Amount{1000, 1 << 30}) || a.Free != (Amount{3900, 16750372454}) {
+	if a.Published != (res(4900, 17824114278)) || a.Requested != (res(1000, 1<<30)) || a.Free != (res(3900, 16750372454)) {
 		t.Errorf("node-a published %+v requested %+v free %+v", a.Published, a.Requested, a.Free)
 	}
-	if a.Usage == nil || *a.Usage != (Amount{5200, 20 << 30}) || a.ReclaimedPods != 1 {
+	if a.Usage == nil || *a.Usage != (res(5200, 20<<30)) || a.ReclaimedPods != 1 {
 		t.Errorf("node-a usage %+v pods %d", a.Usage, a.ReclaimedPods)
 	}
 	if a.Annotation == nil || a.Annotation.Policy != "usage" || a.Annotation.Pool != "batch" || !a.Annotation.WriteTime.Equal(now.Add(-30*time.Second)) {
@@ -175,8 +255,8 @@ func TestNodesJSONCarriesExactIntegers(t *testing.T) {
 	if b.Fresh || b.StaleReason != reclaimable.ReasonWriteTooOld || b.StaleDetail != "annotation written 25m0s ago (stale after 10m0s)" {
 		t.Errorf("node-b verdict fresh=%v reason=%q detail=%q", b.Fresh, b.StaleReason, b.StaleDetail)
 	}
-	if b.Published != (Amount{}) || b.Free != (Amount{-500, -512 << 20}) || b.Annotation.Amount != (Amount{4000, 8 << 30}) || b.Capacity != (Amount{4000, 8 << 30}) {
-		t.Errorf("node-b published %+v free %+v annotated %+v capacity %+v", b.Published, b.Free, b.Annotation.Amount, b.Capacity)
+	if b.Published != (reclaimable.Resources{}) || b.Free != (res(-500, -512<<20)) || b.Annotation.Resources != (res(4000, 8<<30)) || b.Capacity != (res(4000, 8<<30)) {
+		t.Errorf("node-b published %+v free %+v annotated %+v capacity %+v", b.Published, b.Free, b.Annotation.Resources, b.Capacity)
 	}
 	if b.Usage != nil || b.Annotation.MetricsTime != nil {
 		t.Errorf("node-b has usage %+v or metrics time %v", b.Usage, b.Annotation.MetricsTime)
@@ -290,7 +370,7 @@ func TestNodesInvalidFlagsAreReportedAtOnce(t *testing.T) {
 	if err == nil {
 		t.Fatal("no error")
 	}
-	for _, want := range []string{`--output: "xml" is not one of wide, json, yaml`, `--sort-by: "color" is not one of name, age, free-cpu`,
+	for _, want := range []string{`--output: "xml" is not one of wide, json, yaml, name, go-template`, `--sort-by: "color" is not one of name, age, free-cpu`,
 		"--stale-after: 0s must be positive", "--selector:", `--resource-domain: resource domain "Not_A_Domain"`, `--publisher-lease-name "Bad_Lease"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
@@ -302,5 +382,93 @@ func TestNodesUnknownNodeFails(t *testing.T) {
 	_, _, err := run(t, fourNodes(), "nodes", "node-z")
 	if err == nil || !strings.Contains(err.Error(), `"node-z" not found`) {
 		t.Errorf("error %v, want node-z not found", err)
+	}
+}
+
+func TestNodesOutputNameNoHeadersAndJSONPath(t *testing.T) {
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sort-by", "free-cpu", "-o", "name"}, "node/charlie\nnode/alpha\nnode/bravo\nnode/delta\n"},
+		{[]string{"-l", "kubernetes.io/hostname=bravo", "--no-headers"},
+			"bravo   2/30Gi   1/23Gi   1/7Gi   9/30Gi   4     usage   Fresh   3m\n"},
+		{[]string{"--sort-by", "pods", "-o", "jsonpath={.items[*].name}"}, "bravo charlie alpha delta"},
+		{[]string{"charlie", "--template", "{{.kind}} {{(index .items 0).requested.cpuMilli}}"}, "NodeList 600"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			out, errOut, err := run(t, sortWorld(), append([]string{"nodes"}, tt.args...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out != tt.want || errOut != "" {
+				t.Errorf("stdout:\n%s\nwant:\n%s\nstderr: %q", out, tt.want, errOut)
+			}
+		})
+	}
+}
+
+func TestNodesJSONIsATypedList(t *testing.T) {
+	out, _, err := run(t, sortWorld(), "nodes", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list NodeList
+	if err := json.Unmarshal([]byte(out), &list); err != nil {
+		t.Fatal(err)
+	}
+	if list.APIVersion != "kubectl.kube-reclaim.io/v1alpha1" || list.Kind != "NodeList" || len(list.Items) != 4 {
+		t.Errorf("apiVersion %q kind %q, %d items", list.APIVersion, list.Kind, len(list.Items))
+	}
+}
+
+func TestNodesRequestedSumsFollowEveryPodPage(t *testing.T) {
+	want := map[string]reclaimable.Resources{
+		"alpha": res(900, 25*gib), "bravo": res(1000, 23*gib), "charlie": res(600, 24*gib), "delta": res(3500, gib),
+	}
+	for _, chunk := range []string{"1", "3", "0"} {
+		t.Run("chunk size "+chunk, func(t *testing.T) {
+			w := sortWorld()
+			var limits []int64
+			w.reactors = map[string]clienttesting.ReactionFunc{"pods": pagedPods(w, &limits)}
+			out, _, err := run(t, w, "nodes", "-o", "json", "--chunk-size", chunk)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var list NodeList
+			if err := json.Unmarshal([]byte(out), &list); err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range list.Items {
+				if r.Requested != want[r.Name] {
+					t.Errorf("%s requested %+v, want %+v", r.Name, r.Requested, want[r.Name])
+				}
+			}
+			// 10 pods: 10 pages of one, 4 of three, or one list.
+			if wantPages := map[string]int{"1": 10, "3": 4, "0": 1}[chunk]; len(limits) != wantPages {
+				t.Errorf("%d pod list requests, want %d", len(limits), wantPages)
+			}
+		})
+	}
+}
+
+func TestNodesBadTemplateFailsBeforeReading(t *testing.T) {
+	w := sortWorld()
+	listed := false
+	w.reactors = map[string]clienttesting.ReactionFunc{"nodes": func(clienttesting.Action) (bool, runtime.Object, error) {
+		listed = true
+		return false, nil, nil
+	}}
+	_, _, err := run(t, w, "nodes", "-o", "jsonpath={.items[")
+	if err == nil || !strings.Contains(err.Error(), "--output:") {
+		t.Errorf("error %v, want an --output error", err)
+	}
+	if listed {
+		t.Error("nodes were listed although the template is invalid")
+	}
+	// Positive control: a valid template lists them.
+	if _, _, err := run(t, w, "nodes", "-o", "jsonpath={.items[0].name}"); err != nil || !listed {
+		t.Errorf("valid template: err %v, listed %v", err, listed)
 	}
 }

@@ -4,10 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -28,19 +27,22 @@ type PodReport struct {
 	Node  string `json:"node,omitempty"`
 	Phase string `json:"phase"`
 	// Requested is the pod's effective reclaimed request (reclaimable.Names.PodRequest).
-	Requested Amount `json:"requested"`
+	Requested reclaimable.Resources `json:"requested"`
 	// LimitsMismatch is true when a container's reclaimed request differs from
 	// its limit: such a pod cannot use reclaimed capacity.
 	LimitsMismatch bool `json:"limitsMismatch,omitempty"`
 	// Waiting says why an unbound pod waits: the last FailedScheduling event,
 	// else the PodScheduled condition.
-	Waiting string    `json:"waiting,omitempty"`
-	Created time.Time `json:"created"`
+	Waiting string `json:"waiting,omitempty"`
+	// Scheduler is the pod's spec.schedulerName.
+	Scheduler string    `json:"scheduler"`
+	Created   time.Time `json:"created"`
 }
 
 // PodList is the json/yaml document of `kubectl reclaim pods`.
 type PodList struct {
-	Items []PodReport `json:"items"`
+	metav1.TypeMeta `json:",inline"`
+	Items           []PodReport `json:"items"`
 }
 
 // buildPodReport computes one pod's row; event is the pod's last
@@ -52,8 +54,9 @@ func buildPodReport(pod *corev1.Pod, names reclaimable.Names, event *corev1.Even
 		Name:           pod.Name,
 		Node:           pod.Spec.NodeName,
 		Phase:          string(pod.Status.Phase),
-		Requested:      amountOf(req),
+		Requested:      req,
 		LimitsMismatch: mismatch,
+		Scheduler:      schedulerName(pod),
 		Created:        pod.CreationTimestamp.Time,
 	}
 	if r.Phase == "" {
@@ -77,11 +80,14 @@ func waitingReason(pod *corev1.Pod, event *corev1.Event) string {
 			return c.Message
 		}
 	}
-	scheduler := pod.Spec.SchedulerName
-	if scheduler == "" {
-		scheduler = corev1.DefaultSchedulerName
+	return fmt.Sprintf("no scheduling attempt recorded yet; is the scheduler %q running?", schedulerName(pod))
+}
+
+func schedulerName(pod *corev1.Pod) string {
+	if pod.Spec.SchedulerName == "" {
+		return corev1.DefaultSchedulerName
 	}
-	return fmt.Sprintf("no scheduling attempt recorded yet; is the scheduler %q running?", scheduler)
+	return pod.Spec.SchedulerName
 }
 
 // eventTime is the last time an event was observed.
@@ -113,13 +119,21 @@ func lastEvents(events []corev1.Event) map[types.UID]*corev1.Event {
 	return out
 }
 
-func printPodsTable(out io.Writer, list *PodList, withNamespace bool, now time.Time) error {
-	w := tabwriter.NewWriter(out, 6, 4, 3, ' ', 0)
-	header := []string{"NAME", "NODE", "CPU", "MEMORY", "PHASE", "AGE", "MESSAGE"}
-	if withNamespace {
-		header = append([]string{"NAMESPACE"}, header...)
-	}
-	fmt.Fprintln(w, strings.Join(header, "\t"))
+// podColumns are the columns of `kubectl reclaim pods`; -o wide adds the
+// scheduler, and -A the namespace (from the row's object).
+var podColumns = []metav1.TableColumnDefinition{
+	{Name: "Name", Type: "string", Format: "name", Description: "Name of the pod."},
+	{Name: "Node", Type: "string", Description: "Node the pod is bound to; <none> while it waits."},
+	{Name: "CPU", Type: "string", Description: "Reclaimed CPU the pod requests."},
+	{Name: "Memory", Type: "string", Description: "Reclaimed memory the pod requests."},
+	{Name: "Phase", Type: "string", Description: "Pod phase; Terminating once deleted."},
+	{Name: "Age", Type: "string", Description: "Time since the pod was created."},
+	{Name: "Message", Type: "string", Description: "Why an unbound pod waits (the last FailedScheduling event), or why it cannot use reclaimed capacity."},
+	{Name: "Scheduler", Type: "string", Priority: 1, Description: "The pod's scheduler (spec.schedulerName)."},
+}
+
+func podsTable(list *PodList, now time.Time) *metav1.Table {
+	t := &metav1.Table{ColumnDefinitions: podColumns, Rows: make([]metav1.TableRow, 0, len(list.Items))}
 	for i := range list.Items {
 		p := &list.Items[i]
 		node := p.Node
@@ -130,14 +144,13 @@ func printPodsTable(out io.Writer, list *PodList, withNamespace bool, now time.T
 		if p.LimitsMismatch {
 			msg = join("reclaimed requests differ from limits: the pod cannot use reclaimed capacity", msg)
 		}
-		row := []string{p.Name, node, FormatCPU(p.Requested.CPUMilli), FormatMemory(p.Requested.MemoryBytes), p.Phase,
-			age(now, p.Created), oneLine(msg)}
-		if withNamespace {
-			row = append([]string{p.Namespace}, row...)
-		}
-		fmt.Fprintln(w, strings.Join(row, "\t"))
+		t.Rows = append(t.Rows, metav1.TableRow{
+			Cells: []any{p.Name, node, FormatCPU(p.Requested.CPUMilli), FormatMemory(p.Requested.MemoryBytes), p.Phase,
+				age(now, p.Created), oneLine(msg), p.Scheduler},
+			Object: rowObject("Pod", p.Namespace, p.Name),
+		})
 	}
-	return w.Flush()
+	return t
 }
 
 func join(a, b string) string {
@@ -147,8 +160,8 @@ func join(a, b string) string {
 	return a + "; " + b
 }
 
-// oneLine keeps a table row on one line (scheduler messages may hold newlines
-// and tabs).
+// oneLine keeps a whole scheduler message on its row: the table printer
+// cuts a cell at its first newline, and a tab would shift the columns.
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
 }
@@ -156,13 +169,13 @@ func oneLine(s string) string {
 // PodsOptions are the flags of `kubectl reclaim pods`.
 type PodsOptions struct {
 	*Options
-	Output        string
+	output        *outputFlags
 	Selector      string
 	AllNamespaces bool
 }
 
 func newPodsCommand(o *Options) *cobra.Command {
-	p := &PodsOptions{Options: o}
+	p := &PodsOptions{Options: o, output: newOutputFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "pods",
 		Short: "The pods using reclaimed resources, where they run or why they wait",
@@ -171,7 +184,8 @@ pod not yet bound, the last FailedScheduling message), their reclaimed CPU and
 memory requests, and their phase. The namespace comes from -n or the current
 context; -A lists every namespace.`,
 		Example: `  kubectl reclaim pods -A
-  kubectl reclaim pods -n batch -l app=train -o yaml`,
+  kubectl reclaim pods -n batch -l app=train -o yaml
+  kubectl reclaim pods -A -o wide --no-headers`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := p.Validate(); err != nil {
@@ -180,8 +194,8 @@ context; -A lists every namespace.`,
 			return p.Run(cmd.Context())
 		},
 	}
+	p.output.addFlags(cmd)
 	fs := cmd.Flags()
-	fs.StringVarP(&p.Output, "output", "o", p.Output, "Output format: json or yaml; the table when empty.")
 	fs.StringVarP(&p.Selector, "selector", "l", p.Selector, "Label selector of the pods, e.g. -l app=train.")
 	fs.BoolVarP(&p.AllNamespaces, "all-namespaces", "A", p.AllNamespaces, "List the pods of every namespace.")
 	return cmd
@@ -189,11 +203,8 @@ context; -A lists every namespace.`,
 
 // Validate reports every invalid flag at once.
 func (p *PodsOptions) Validate() error {
-	var errs []error
-	if _, err := p.names(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateOutput(p.Output, outputTable, outputJSON, outputYAML); err != nil {
+	errs := p.validateCommon()
+	if err := p.output.validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if _, err := labels.Parse(p.Selector); err != nil {
@@ -220,7 +231,7 @@ func (p *PodsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	c, err := p.NewClients()
+	c, err := p.clients()
 	if err != nil {
 		return err
 	}
@@ -228,8 +239,8 @@ func (p *PodsOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if p.Output == outputJSON || p.Output == outputYAML {
-		return printObject(p.Streams.Out, list, p.Output)
+	if p.output.machineReadable() {
+		return p.output.printDocument(p.Streams.Out, list)
 	}
 	if len(list.Items) == 0 {
 		if ns == "" {
@@ -239,35 +250,45 @@ func (p *PodsOptions) Run(ctx context.Context) error {
 		}
 		return nil
 	}
-	return printPodsTable(p.Streams.Out, list, p.AllNamespaces, p.Now())
+	return p.output.printTable(p.Streams.Out, podsTable(list, p.Now()), p.AllNamespaces)
 }
 
 func collectPods(ctx context.Context, c Clients, names reclaimable.Names, ns, selector string) (*PodList, error) {
-	pods, err := c.Kube.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	if err != nil {
-		return nil, fmt.Errorf("listing pods: %w", err)
-	}
 	var reclaimed []*corev1.Pod
 	pending := false
-	for i := range pods.Items {
-		pod := &pods.Items[i]
-		if !names.IsReclaimedPod(pod) {
-			continue
+	pods := c.pager(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+		return c.Kube.CoreV1().Pods(ns).List(ctx, opts)
+	})
+	// WithAlloc: the reclaimed pods are kept, not the pages.
+	err := pods.EachListItemWithAlloc(ctx, metav1.ListOptions{LabelSelector: selector}, func(obj runtime.Object) error {
+		pod := obj.(*corev1.Pod)
+		if names.IsReclaimedPod(pod) {
+			reclaimed = append(reclaimed, pod)
+			pending = pending || (pod.Spec.NodeName == "" && !isTerminal(pod))
 		}
-		reclaimed = append(reclaimed, pod)
-		pending = pending || (pod.Spec.NodeName == "" && !isTerminal(pod))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing pods: %w", err)
 	}
 	var events map[types.UID]*corev1.Event
 	if pending {
 		sel := fields.AndSelectors(fields.OneTermEqualSelector("reason", "FailedScheduling"),
 			fields.OneTermEqualSelector("involvedObject.kind", "Pod"))
-		list, err := c.Kube.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+		var list []corev1.Event
+		p := c.pager(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return c.Kube.CoreV1().Events(ns).List(ctx, opts)
+		})
+		err := p.EachListItem(ctx, metav1.ListOptions{FieldSelector: sel.String()}, func(obj runtime.Object) error {
+			list = append(list, *obj.(*corev1.Event))
+			return nil
+		})
 		if err != nil {
 			return nil, fmt.Errorf("listing FailedScheduling events: %w", err)
 		}
-		events = lastEvents(list.Items)
+		events = lastEvents(list)
 	}
-	out := &PodList{Items: make([]PodReport, 0, len(reclaimed))}
+	out := &PodList{TypeMeta: typeMeta("PodList"), Items: make([]PodReport, 0, len(reclaimed))}
 	for _, pod := range reclaimed {
 		out.Items = append(out.Items, buildPodReport(pod, names, events[pod.UID]))
 	}

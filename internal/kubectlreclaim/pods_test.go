@@ -2,6 +2,7 @@ package kubectlreclaim
 
 import (
 	"encoding/json"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 func failedScheduling(p *corev1.Pod, name, message string, ago time.Duration) *corev1.Event {
@@ -110,18 +112,91 @@ func TestPodsJSONCarriesExactRequests(t *testing.T) {
 		t.Fatalf("%d pods, want 4:\n%s", len(list.Items), out)
 	}
 	big, train := list.Items[0], list.Items[3]
-	if big.Name != "big" || big.Node != "" || big.Phase != "Pending" || big.Requested != (Amount{8000, 8 << 30}) ||
+	if big.Name != "big" || big.Node != "" || big.Phase != "Pending" || big.Requested != (res(8000, 8<<30)) ||
 		!strings.Contains(big.Waiting, "1 node(s) had stale reclaimable annotation") {
 		t.Errorf("big %+v", big)
 	}
-	if train.Name != "train-1" || train.Node != "node-a" || train.Phase != "Running" || train.Requested != (Amount{1000, 1 << 30}) || train.Waiting != "" {
+	if train.Name != "train-1" || train.Node != "node-a" || train.Phase != "Running" || train.Requested != (res(1000, 1<<30)) || train.Waiting != "" {
 		t.Errorf("train-1 %+v", train)
 	}
 }
 
-func TestPodsRejectsWideOutput(t *testing.T) {
-	_, _, err := run(t, podsWorld(), "pods", "-o", "wide")
-	if err == nil || !strings.Contains(err.Error(), `--output: "wide" is not one of json, yaml`) {
-		t.Errorf("error %v", err)
+func TestPodsWideAddsTheSchedulerAndNoHeadersDropsTheHeader(t *testing.T) {
+	out, _, err := run(t, podsWorld(), "pods", "-n", "ml", "-o", "wide", "--no-headers")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "" +
+		"bad     node-a   500m   0       Running   5m    reclaimed requests differ from limits: the pod cannot use reclaimed capacity             default-scheduler\n" +
+		"fresh   <none>   250m   256Mi   Pending   5m    no scheduling attempt recorded yet; is the scheduler \"kube-reclaim-scheduler\" running?   kube-reclaim-scheduler\n"
+	if out != want {
+		t.Errorf("wide table:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+func TestPodsOutputNameListsPodsLikeKubectl(t *testing.T) {
+	out, _, err := run(t, podsWorld(), "pods", "-A", "-o", "name")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Namespace first, then name; the regular pod "web" is not listed.
+	if want := "pod/big\npod/cond\npod/done\npod/train-1\npod/bad\npod/fresh\n"; out != want {
+		t.Errorf("-o name:\n%s\nwant:\n%s", out, want)
+	}
+}
+
+// pagedPods serves pod lists in pages of the request's limit, with
+// continue tokens, and records the limit of every request.
+func pagedPods(w world, limits *[]int64) func(clienttesting.Action) (bool, runtime.Object, error) {
+	var pods []corev1.Pod
+	for _, o := range w.objects {
+		if p, ok := o.(*corev1.Pod); ok {
+			pods = append(pods, *p)
+		}
+	}
+	return func(a clienttesting.Action) (bool, runtime.Object, error) {
+		opts := a.(clienttesting.ListActionImpl).ListOptions
+		*limits = append(*limits, opts.Limit)
+		start := 0
+		if opts.Continue != "" {
+			start, _ = strconv.Atoi(opts.Continue)
+		}
+		end := len(pods)
+		if opts.Limit > 0 {
+			end = min(start+int(opts.Limit), len(pods))
+		}
+		list := &corev1.PodList{Items: pods[start:end]}
+		if end < len(pods) {
+			list.Continue = strconv.Itoa(end)
+		}
+		return true, list, nil
+	}
+}
+
+func TestPodListsFollowEveryPage(t *testing.T) {
+	tests := []struct {
+		args      []string
+		wantPages int
+	}{
+		{args: []string{"pods", "-A", "-o", "name", "--chunk-size", "2"}, wantPages: 4}, // 7 pods
+		{args: []string{"pods", "-A", "-o", "name", "--chunk-size", "0"}, wantPages: 1},
+		{args: []string{"pods", "-A", "-o", "name"}, wantPages: 1}, // default 500
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			w := podsWorld()
+			var limits []int64
+			w.reactors = map[string]clienttesting.ReactionFunc{"pods": pagedPods(w, &limits)}
+			out, _, err := run(t, w, tt.args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := "pod/big\npod/cond\npod/done\npod/train-1\npod/bad\npod/fresh\n"; out != want {
+				t.Errorf("-o name:\n%s\nwant:\n%s", out, want)
+			}
+			if len(limits) != tt.wantPages {
+				t.Errorf("%d list requests (limits %v), want %d", len(limits), limits, tt.wantPages)
+			}
+		})
 	}
 }

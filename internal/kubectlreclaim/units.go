@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/duration"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
 // FormatCPU renders millicores the way kubectl does: whole cores as "2",
@@ -74,7 +76,9 @@ func memoryExact(bytes int64) string {
 }
 
 // pair renders one cpu/memory cell of the table.
-func pair(a Amount) string { return FormatCPU(a.CPUMilli) + "/" + FormatMemory(a.MemoryBytes) }
+func pair(a reclaimable.Resources) string {
+	return FormatCPU(a.CPUMilli) + "/" + FormatMemory(a.MemoryBytes)
+}
 
 // age renders how long ago t was, like kubectl's AGE column; "<none>" for
 // the zero time and "<invalid>" for a time more than a second in the future.

@@ -133,9 +133,9 @@ func TestKubectlReclaim(t *testing.T) {
 		if a.Name != fresh || b.Name != stale {
 			t.Fatalf("nodes %s, %s; want %s, %s", a.Name, b.Name, fresh, stale)
 		}
-		if !a.Fresh || a.Published != (kubectlreclaim.Amount{CPUMilli: 6000, MemoryBytes: 24 << 30}) ||
-			a.Requested != (kubectlreclaim.Amount{CPUMilli: 1500, MemoryBytes: 2 << 30}) ||
-			a.Free != (kubectlreclaim.Amount{CPUMilli: 4500, MemoryBytes: 22 << 30}) || a.ReclaimedPods != 1 {
+		if !a.Fresh || a.Published != (reclaimable.Resources{CPUMilli: 6000, MemoryBytes: 24 << 30}) ||
+			a.Requested != (reclaimable.Resources{CPUMilli: 1500, MemoryBytes: 2 << 30}) ||
+			a.Free != (reclaimable.Resources{CPUMilli: 4500, MemoryBytes: 22 << 30}) || a.ReclaimedPods != 1 {
 			t.Errorf("%s: %+v", fresh, a)
 		}
 		if a.Capacity != a.Published || a.Allocatable != a.Published {
@@ -145,8 +145,8 @@ func TestKubectlReclaim(t *testing.T) {
 			t.Errorf("%s usage time %v", fresh, a.UsageTime)
 		}
 		if b.Fresh || b.StaleReason != reclaimable.ReasonWriteTooOld || !strings.HasPrefix(b.StaleDetail, "annotation written 30m") ||
-			b.Published != (kubectlreclaim.Amount{}) || b.Annotation == nil ||
-			b.Annotation.Amount != (kubectlreclaim.Amount{CPUMilli: 3000, MemoryBytes: 8 << 30}) {
+			b.Published != (reclaimable.Resources{}) || b.Annotation == nil ||
+			b.Annotation.Resources != (reclaimable.Resources{CPUMilli: 3000, MemoryBytes: 8 << 30}) {
 			t.Errorf("%s: %+v", stale, b)
 		}
 	})
@@ -261,9 +261,46 @@ func TestKubectlReclaim(t *testing.T) {
 		if err := json.Unmarshal([]byte(out), &l); err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Items) != 2 || l.Items[0].Requested != (kubectlreclaim.Amount{CPUMilli: 1500, MemoryBytes: 2 << 30}) ||
+		if len(l.Items) != 2 || l.Items[0].Requested != (reclaimable.Resources{CPUMilli: 1500, MemoryBytes: 2 << 30}) ||
 			l.Items[1].Node != "" || !strings.Contains(l.Items[1].Waiting, "Insufficient") {
 			t.Errorf("pods -A -o json: %s", out)
+		}
+	})
+
+	t.Run("lists follow every page of the API server; -o name prints kind/name", func(t *testing.T) {
+		// Pages of one item: every node, pod and event comes after a continue token.
+		paged, err := plugin("nodes", "-o", "json", "--chunk-size", "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l kubectlreclaim.NodeList
+		if err := json.Unmarshal([]byte(paged), &l); err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Items) != 2 || l.Items[0].Requested != (reclaimable.Resources{CPUMilli: 1500, MemoryBytes: 2 << 30}) || l.Kind != "NodeList" {
+			t.Errorf("nodes --chunk-size 1: %s", paged)
+		}
+		out, err := plugin("pods", "-A", "-o", "name", "--chunk-size", "1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out != "pod/batch-1\npod/too-big\n" {
+			t.Errorf("pods -A -o name --chunk-size 1: %q", out)
+		}
+		out, err = plugin("pods", "-n", ns, "--chunk-size", "1", "--no-headers", "-o", "wide")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "Insufficient") ||
+			!strings.HasSuffix(lines[1], corev1.DefaultSchedulerName) {
+			t.Errorf("pods --no-headers -o wide:\n%s", out)
+		}
+		out, err = plugin("nodes", "-o", "name", "--sort-by", "free-cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "node/" + fresh + "\nnode/" + stale + "\n"; out != want {
+			t.Errorf("nodes -o name: %q, want %q", out, want)
 		}
 	})
 

@@ -1,0 +1,105 @@
+package kubectlreclaim
+
+import (
+	"slices"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// The printers of k8s.io/cli-runtime take a runtime.Object and may copy it
+// (the managedFields filter deep-copies lists), so the documents implement
+// DeepCopyObject. Written by hand: the module has no code generator, and
+// TestDeepCopiesShareNothing guards them against a field added later.
+
+func copyTime(t *time.Time) *time.Time {
+	if t == nil {
+		return nil
+	}
+	c := *t
+	return &c
+}
+
+func copyRequest(r *reclaimable.Resources) *reclaimable.Resources {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	return &c
+}
+
+// DeepCopy returns an independent copy of l.
+func (l *NodeList) DeepCopy() *NodeList {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	if l.PublisherLease != nil {
+		c.PublisherLease = l.PublisherLease.DeepCopy()
+	}
+	if l.Items != nil {
+		c.Items = make([]NodeReport, len(l.Items))
+		for i := range l.Items {
+			c.Items[i] = *l.Items[i].DeepCopy()
+		}
+	}
+	return &c
+}
+
+// DeepCopyObject implements runtime.Object.
+func (l *NodeList) DeepCopyObject() runtime.Object { return l.DeepCopy() }
+
+// DeepCopy returns an independent copy of r.
+func (r *NodeReport) DeepCopy() *NodeReport {
+	c := *r
+	c.Usage = copyRequest(r.Usage)
+	c.UsageTime = copyTime(r.UsageTime)
+	if r.Annotation != nil {
+		a := *r.Annotation
+		a.MetricsTime = copyTime(r.Annotation.MetricsTime)
+		c.Annotation = &a
+	}
+	return &c
+}
+
+// DeepCopy returns an independent copy of r.
+func (r *LeaseReport) DeepCopy() *LeaseReport {
+	c := *r
+	c.RenewTime = copyTime(r.RenewTime)
+	return &c
+}
+
+// DeepCopyObject implements runtime.Object; PodReport holds only values.
+func (l *PodList) DeepCopyObject() runtime.Object {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	c.Items = slices.Clone(l.Items)
+	return &c
+}
+
+// DeepCopyObject implements runtime.Object.
+func (r *ExplainReport) DeepCopyObject() runtime.Object {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	if r.PublisherLease != nil {
+		c.PublisherLease = r.PublisherLease.DeepCopy()
+	}
+	c.Evaluated = copyRequest(r.Evaluated)
+	if r.Annotation != nil {
+		a := *r.Annotation
+		if e := r.Annotation.Explanation; e != nil {
+			a.Explanation = &reclaimable.Explanation{
+				CPU:    reclaimable.ResourceExplanation{Terms: slices.Clone(e.CPU.Terms), Result: e.CPU.Result},
+				Memory: reclaimable.ResourceExplanation{Terms: slices.Clone(e.Memory.Terms), Result: e.Memory.Result},
+			}
+		}
+		c.Annotation = &a
+	}
+	return &c
+}
