@@ -22,11 +22,7 @@ import (
 
 func (e *env) testBadInput(t *testing.T) {
 	const ns = "bad-input"
-	framework.CreateNamespace(t, e.c, ns)
-	t.Cleanup(func() {
-		framework.DeleteAllPods(t, e.c, ns)
-		e.ensureStack(t)
-	})
+	e.useNamespace(t, ns)
 	e.waitPublished(t, 2*time.Minute)
 	start := time.Now()
 	before := mustViews(t, e)

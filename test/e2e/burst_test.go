@@ -48,12 +48,8 @@ type burstSample struct {
 func (e *env) testBurst(t *testing.T) {
 	ctx := context.Background()
 	const ns = "burst"
-	framework.CreateNamespace(t, e.c, ns)
-	t.Cleanup(func() {
-		framework.DeleteAllPods(t, e.c, ns)
-		e.setUsage(t, func(int) usage { return defaultUsage })
-		e.ensureStack(t)
-	})
+	e.useNamespace(t, ns)
+	t.Cleanup(func() { e.setUsage(t, func(int) usage { return defaultUsage }) })
 	ext := e.s.HealthPort(stack.Extender)
 
 	cur := make([]usage, len(e.nodes))

@@ -198,11 +198,7 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 		t.Skip("short mode: waits out --metrics-stale-after and metrics-server's recovery")
 	}
 	const ns = "metrics-down"
-	framework.CreateNamespace(t, e.c, ns)
-	t.Cleanup(func() {
-		framework.DeleteAllPods(t, e.c, ns)
-		e.ensureStack(t)
-	})
+	e.useNamespace(t, ns)
 	if err := e.c.StopComponent(cluster.MetricsServer); err != nil {
 		t.Fatal(err)
 	}
@@ -227,12 +223,7 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 	// Meanwhile the extender admits no reclaimed pod.
 	framework.CreatePod(t, e.c, framework.ReclaimedPod(ns, "waits", 1000, gib))
 	created := time.Now()
-	framework.Poll(20*time.Second, time.Second, func() bool {
-		if st := framework.MustPods(t, e.c, ns); len(st.BoundTo) > 0 {
-			t.Fatalf("reclaimed pod bound to %v while every node publishes zero", st.BoundTo)
-		}
-		return false
-	})
+	e.expectNotBound(t, ns, "waits", 20*time.Second)
 	msg := framework.SchedulingMessage(e.c, ns, "waits")
 	t.Logf("reclaimed pod still Pending %s after creation; scheduler says: %s", time.Since(created).Round(time.Second), msg)
 	if !strings.Contains(msg, "reclaimed-cpu: need 1000m, free 0m") {
@@ -256,12 +247,40 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 	if !ok {
 		t.Fatalf("nodes %v not published again %s after metrics-server came back", notBack, back.Round(time.Second))
 	}
-	took, ok := framework.Poll(90*time.Second, time.Second, func() bool { return len(framework.MustPods(t, e.c, ns).BoundTo) == 1 })
+	took, ok := framework.Poll(90*time.Second, time.Second, func() bool {
+		_, bound := framework.MustPods(t, e.c, ns).BoundTo["waits"]
+		return bound
+	})
 	if !ok {
 		t.Fatalf("the reclaimed pod was not scheduled %s after the values came back: %s", took.Round(time.Second), framework.SchedulingMessage(e.c, ns, "waits"))
 	}
 	t.Logf("metrics-server back: every node published again after %s, the waiting pod was placed %s later",
 		back.Round(100*time.Millisecond), took.Round(100*time.Millisecond))
+}
+
+// expectNotBound looks every second for window that pod stays unbound. Its
+// positive control is a regular pod created at the start of the window,
+// which the scheduler places without the extender: the same looks must see
+// it bound, or they would not have seen a bind of pod either.
+func (e *env) expectNotBound(t *testing.T, ns, pod string, window time.Duration) {
+	t.Helper()
+	control := "control-" + pod
+	r := framework.ExpectAbsence(t, framework.Absence{Window: window, Every: time.Second,
+		Control: func() error {
+			_, err := e.c.Client.CoreV1().Pods(ns).Create(context.Background(), framework.RegularPod(ns, control, "", "100m", "128Mi"), metav1.CreateOptions{})
+			return err
+		},
+		Look: func(time.Duration) ([]string, bool) {
+			st := framework.MustPods(t, e.c, ns)
+			var v []string
+			if n, bound := st.BoundTo[pod]; bound {
+				v = append(v, fmt.Sprintf("pod %s bound to %s", pod, n))
+			}
+			_, seen := st.BoundTo[control]
+			return v, seen
+		}})
+	t.Logf("pod %s unbound at %d looks over %s; the control pod %s bound %.1fs into the window",
+		pod, r.Looks, window.Round(time.Second), control, r.ControlSeen.Seconds())
 }
 
 func leaseHolder(ctx context.Context, e *env) string {
@@ -287,13 +306,11 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	const ns = "failover"
 	const second = "publisher-b"
 	const shortStaleAfter = time.Minute
-	framework.CreateNamespace(t, e.c, ns)
+	e.useNamespace(t, ns)
 	t.Cleanup(func() {
-		framework.DeleteAllPods(t, e.c, ns)
 		if p := e.c.Process(second); p != nil {
 			_ = p.Stop()
 		}
-		e.ensureStack(t)
 	})
 	if refreshInterval >= shortStaleAfter {
 		t.Fatalf("the publisher's --refresh-interval (%s) must be below the readers' --stale-after (%s)", refreshInterval, shortStaleAfter)
@@ -381,9 +398,7 @@ func (e *env) testPublisherFailover(t *testing.T) {
 
 	// Down longer than --stale-after: the next heartbeat of every node still
 	// injects zero, and the extender still admits nothing.
-	if d := shortStaleAfter + 5*time.Second - time.Since(bothDown); d > 0 {
-		time.Sleep(d)
-	}
+	e.expectNotBound(t, ns, "waits", max(shortStaleAfter+5*time.Second-time.Since(bothDown), 5*time.Second))
 	stale0 := framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total")
 	before := mustViews(t, e)
 	var notZero []string
@@ -417,8 +432,8 @@ func (e *env) testPublisherFailover(t *testing.T) {
 		time.Since(bothDown).Round(time.Second), beat.Round(100*time.Millisecond), staleInjected,
 		framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total", "reason", reclaimable.ReasonWriteTooOld),
 		framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total", "reason", reclaimable.ReasonPublisherDown), msg)
-	if len(st.BoundTo) > 0 {
-		t.Errorf("the extender admitted a reclaimed pod with both publishers down: %v", st.BoundTo)
+	if n, bound := st.BoundTo["waits"]; bound {
+		t.Errorf("the extender admitted a reclaimed pod with both publishers down: bound to %s", n)
 	}
 	if !strings.Contains(msg, reclaimable.ReasonWriteTooOld) && !strings.Contains(msg, reclaimable.ReasonPublisherDown) {
 		t.Errorf("FailedScheduling does not say the published values are stale: %q", msg)
@@ -433,7 +448,10 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	recover := time.Now()
 	e.ensureStack(t)
 	e.waitPublished(t, 2*time.Minute)
-	took, ok = framework.Poll(90*time.Second, time.Second, func() bool { return len(framework.MustPods(t, e.c, ns).BoundTo) == 1 })
+	took, ok = framework.Poll(90*time.Second, time.Second, func() bool {
+		_, bound := framework.MustPods(t, e.c, ns).BoundTo["waits"]
+		return bound
+	})
 	if !ok {
 		t.Fatalf("the reclaimed pod was not scheduled after the publisher came back: %s", framework.SchedulingMessage(e.c, ns, "waits"))
 	}
@@ -443,11 +461,7 @@ func (e *env) testPublisherFailover(t *testing.T) {
 
 func (e *env) testExtenderDown(t *testing.T) {
 	const ns = "extender-down"
-	framework.CreateNamespace(t, e.c, ns)
-	t.Cleanup(func() {
-		framework.DeleteAllPods(t, e.c, ns)
-		e.ensureStack(t)
-	})
+	e.useNamespace(t, ns)
 	e.waitPublished(t, 2*time.Minute)
 	if err := e.c.KillComponent(stack.Extender); err != nil {
 		t.Fatal(err)
@@ -460,35 +474,29 @@ func (e *env) testExtenderDown(t *testing.T) {
 		p := framework.RegularPod(ns, fmt.Sprintf("web-%d", i), "", "100m", "128Mi")
 		pods = append(pods, p)
 	}
-	framework.CreatePods(t, e.c, pods)
-	created := time.Now()
-	regularBound := func(st framework.PodState) int {
-		n := 0
-		for p := range st.BoundTo {
-			if strings.HasPrefix(p, "web-") {
-				n++
+	// For 30s, looked at every second, no reclaimed pod binds; the regular
+	// pods created with them are the control: the scheduler places them
+	// without the extender, and the same looks must see them bound.
+	r := framework.ExpectAbsence(t, framework.Absence{Window: 30 * time.Second, Every: time.Second,
+		Control: func() error {
+			framework.CreatePods(t, e.c, pods)
+			return nil
+		},
+		Look: func(time.Duration) ([]string, bool) {
+			st := framework.MustPods(t, e.c, ns)
+			var v []string
+			for p, n := range st.BoundTo {
+				if strings.HasPrefix(p, "batch-") {
+					v = append(v, fmt.Sprintf("reclaimed pod %s bound to %s with the extender down", p, n))
+				}
 			}
-		}
-		return n
-	}
-	var regularTook time.Duration
-	for time.Since(created) < 30*time.Second {
-		st := framework.MustPods(t, e.c, ns)
-		for p, n := range st.BoundTo {
-			if strings.HasPrefix(p, "batch-") {
-				t.Fatalf("reclaimed pod %s bound to %s with the extender down", p, n)
-			}
-		}
-		if regularTook == 0 && regularBound(st) == 5 {
-			regularTook = time.Since(created)
-		}
-		time.Sleep(time.Second)
-	}
+			return v, st.BoundWithPrefix("web-") == 5
+		}})
 	msg := framework.SchedulingMessage(e.c, ns, "batch-0")
-	t.Logf("extender down: regular pods all scheduled after %s; 10 reclaimed pods still Pending after 30s; scheduler says: %s",
-		regularTook.Round(100*time.Millisecond), msg)
-	if regularTook == 0 {
-		t.Errorf("regular pods did not all schedule with the extender down: %d of 5", regularBound(framework.MustPods(t, e.c, ns)))
+	t.Logf("extender down: regular pods all scheduled %s after creation; 10 reclaimed pods still Pending at %d looks over 30s; scheduler says: %s",
+		(r.ControlSeen - r.ControlRan).Round(100*time.Millisecond), r.Looks, msg)
+	if t.Failed() {
+		t.FailNow()
 	}
 
 	if err := e.s.StartRole(context.Background(), stack.Extender); err != nil {

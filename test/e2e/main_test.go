@@ -203,6 +203,18 @@ func (e *env) restartRole(t *testing.T, role string, extra ...string) {
 	}
 }
 
+// useNamespace creates ns for a subtest; when the subtest ends, its pods are
+// deleted and the stack is brought back as it started (after the subtest's
+// own cleanups, which run first).
+func (e *env) useNamespace(t *testing.T, ns string) {
+	t.Helper()
+	framework.CreateNamespace(t, e.c, ns)
+	t.Cleanup(func() {
+		framework.DeleteAllPods(t, e.c, ns)
+		e.ensureStack(t)
+	})
+}
+
 // ensureStack brings every role back as the stack started it, and
 // metrics-server too; subtests call it in t.Cleanup.
 func (e *env) ensureStack(t *testing.T) {

@@ -71,6 +71,7 @@ func (a Absence) Observe(ctx context.Context) AbsenceReport {
 	}
 	start := time.Now()
 	last := start
+	seen := map[string]bool{}
 	controlDone := func(elapsed time.Duration) bool {
 		if r.ControlSeen >= 0 {
 			return true
@@ -101,7 +102,11 @@ func (a Absence) Observe(ctx context.Context) AbsenceReport {
 		v, control := a.Look(elapsed)
 		r.Looks++
 		for _, s := range v {
-			r.Violations = append(r.Violations, fmt.Sprintf("[%5.1fs] %s", elapsed.Seconds(), s))
+			// A lasting event is reported once, at the look that first saw it.
+			if !seen[s] {
+				seen[s] = true
+				r.Violations = append(r.Violations, fmt.Sprintf("[%5.1fs] %s", elapsed.Seconds(), s))
+			}
 		}
 		if control && r.ControlSeen < 0 && (a.Control == nil || r.ControlRan >= 0) {
 			r.ControlSeen = elapsed
@@ -127,7 +132,7 @@ func (r AbsenceReport) Err(a Absence) error {
 		errs = append(errs, fmt.Errorf("looked for %s of a %s window", r.Observed.Round(100*time.Millisecond), a.Window))
 	}
 	if r.MaxGap > 2*a.Every {
-		errs = append(errs, fmt.Errorf("looks up to %s apart, want every %s: the window was not observed throughout", r.MaxGap.Round(100*time.Millisecond), a.Every))
+		errs = append(errs, fmt.Errorf("looks up to %s apart, want every %s: the window was not observed throughout", r.MaxGap.Round(time.Millisecond), a.Every))
 	}
 	if r.ControlSeen < 0 {
 		errs = append(errs, errors.New("no look saw the positive control: the observation would not have seen the event either"))

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -252,7 +251,7 @@ func TestWebhook(t *testing.T) {
 			"--self-signed", "--webhook-configuration-name="+name, "--extra-sans=127.0.0.1", "--publisher-lease-name=")
 		if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
 			got, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) || err != nil {
+			if err != nil {
 				return false
 			}
 			for _, w := range got.Webhooks {
