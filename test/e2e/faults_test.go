@@ -258,14 +258,14 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 		back.Round(100*time.Millisecond), took.Round(100*time.Millisecond))
 }
 
-// expectNotBound looks every second for window that pod stays unbound. Its
+// expectNotBound looks every 2 seconds for window that pod stays unbound. Its
 // positive control is a regular pod created at the start of the window,
 // which the scheduler places without the extender: the same looks must see
 // it bound, or they would not have seen a bind of pod either.
 func (e *env) expectNotBound(t *testing.T, ns, pod string, window time.Duration) {
 	t.Helper()
 	control := "control-" + pod
-	r := framework.ExpectAbsence(t, framework.Absence{Window: window, Every: time.Second,
+	r := framework.ExpectAbsence(t, framework.Absence{Window: window, Every: 2 * time.Second,
 		Control: func() error {
 			_, err := e.c.Client.CoreV1().Pods(ns).Create(context.Background(), framework.RegularPod(ns, control, "", "100m", "128Mi"), metav1.CreateOptions{})
 			return err
@@ -474,10 +474,10 @@ func (e *env) testExtenderDown(t *testing.T) {
 		p := framework.RegularPod(ns, fmt.Sprintf("web-%d", i), "", "100m", "128Mi")
 		pods = append(pods, p)
 	}
-	// For 30s, looked at every second, no reclaimed pod binds; the regular
+	// For 30s, looked at every 2 seconds, no reclaimed pod binds; the regular
 	// pods created with them are the control: the scheduler places them
 	// without the extender, and the same looks must see them bound.
-	r := framework.ExpectAbsence(t, framework.Absence{Window: 30 * time.Second, Every: time.Second,
+	r := framework.ExpectAbsence(t, framework.Absence{Window: 30 * time.Second, Every: 2 * time.Second,
 		Control: func() error {
 			framework.CreatePods(t, e.c, pods)
 			return nil

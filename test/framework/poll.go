@@ -88,17 +88,20 @@ func (a Absence) Observe(ctx context.Context) AbsenceReport {
 	// The condition never fails: every look is recorded, and the window's
 	// end (or the control's deadline) ends the poll.
 	_ = wait.PollUntilContextCancel(ctx, a.Every, true, func(context.Context) (bool, error) {
-		now := time.Now()
-		elapsed := now.Sub(start)
-		r.MaxGap = max(r.MaxGap, now.Sub(last))
-		last = now
-		if a.Control != nil && r.ControlRan < 0 && elapsed >= a.ControlAt {
+		if elapsed := time.Since(start); a.Control != nil && r.ControlRan < 0 && elapsed >= a.ControlAt {
 			r.ControlRan = elapsed
 			if err := a.Control(); err != nil {
 				r.err = append(r.err, fmt.Errorf("the positive control failed: %w", err))
 				return true, nil
 			}
+			// The time the control took is not a hole in the observation:
+			// the look below comes right after it.
+			last = time.Now()
 		}
+		now := time.Now()
+		elapsed := now.Sub(start)
+		r.MaxGap = max(r.MaxGap, now.Sub(last))
+		last = now
 		v, control := a.Look(elapsed)
 		r.Looks++
 		for _, s := range v {
