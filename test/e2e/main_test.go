@@ -95,13 +95,7 @@ func setup(t *testing.T) *env {
 		SchedulerConfig: schedCfg, AuditPolicy: framework.NodeWritesAuditPolicy})
 	e := &env{c: c}
 	framework.CreateNamespace(t, c, appsNS)
-	e.nodes, err = c.AddNodes(ctx, nodeCount, cluster.NodeSpec{NamePrefix: "e2e", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, e.nodes, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	e.nodes = framework.AddReadyNodes(t, c, nodeCount, cluster.NodeSpec{NamePrefix: "e2e", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, 2*time.Minute)
 	for i, n := range e.nodes {
 		framework.CreatePod(t, c, framework.RegularPod(appsNS, svcPod(i), n, "2", "4Gi"))
 	}

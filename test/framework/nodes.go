@@ -157,3 +157,18 @@ func ClearReclaimedStatus(t testing.TB, c *cluster.Cluster, node string) {
 	gone := map[string]any{string(Names.CPU): nil, string(Names.Memory): nil}
 	MustPatchNode(t, c, node, map[string]any{"status": map[string]any{"capacity": gone, "allocatable": gone}}, "status")
 }
+
+// AddReadyNodes adds n kwok nodes made from spec and waits until they are
+// Ready.
+func AddReadyNodes(t testing.TB, c *cluster.Cluster, n int, spec cluster.NodeSpec, timeout time.Duration) []string {
+	t.Helper()
+	ctx := context.Background()
+	nodes, err := c.AddNodes(ctx, n, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.WaitNodesReady(ctx, nodes, timeout); err != nil {
+		t.Fatal(err)
+	}
+	return nodes
+}

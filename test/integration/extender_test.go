@@ -74,13 +74,7 @@ func TestExtender(t *testing.T) {
 		room[node] = reclaimable.Request{CPUMilli: cpu, MemoryBytes: mem}
 	}
 	addGroup := func(group string, n int) []string {
-		nodes, err := c.AddNodes(ctx, n, cluster.NodeSpec{NamePrefix: group, Labels: map[string]string{"group": group}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
-			t.Fatal(err)
-		}
+		nodes := framework.AddReadyNodes(t, c, n, cluster.NodeSpec{NamePrefix: group, Labels: map[string]string{"group": group}}, time.Minute)
 		return nodes
 	}
 	// Wait until the extender's informers have seen n annotated nodes.

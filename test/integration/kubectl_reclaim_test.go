@@ -55,13 +55,7 @@ func TestKubectlReclaim(t *testing.T) {
 	const ns = "kubectl-reclaim"
 	framework.CreateNamespace(t, c, ns)
 	spec := cluster.NodeSpec{NamePrefix: "cli", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
-	nodes, err := c.AddNodes(ctx, 2, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	nodes := framework.AddReadyNodes(t, c, 2, spec, time.Minute)
 	fresh, stale := nodes[0], nodes[1]
 
 	// The request policy for 16 cores / 64Gi with 10 cores / 40Gi requested
@@ -235,6 +229,7 @@ func TestKubectlReclaim(t *testing.T) {
 
 	t.Run("pods shows where reclaimed pods run and why the others wait", func(t *testing.T) {
 		var out string
+		var err error
 		took, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
 			out, err = plugin("pods", "-n", ns)
 			return err == nil && strings.Contains(out, "Running") && strings.Contains(out, "Insufficient "+string(names.CPU))

@@ -54,13 +54,7 @@ func TestPublisher(t *testing.T) {
 	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second, AuditPolicy: framework.NodeWritesAuditPolicy})
 	framework.CreateNamespace(t, c, "kube-reclaim")
 	spec := cluster.NodeSpec{NamePrefix: "pub", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
-	nodes, err := c.AddNodes(ctx, 3, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	nodes := framework.AddReadyNodes(t, c, 3, spec, time.Minute)
 	const allocCPU, allocMem = 16000, 64 << 30
 
 	// node 0: a regular pod using 2 cores / 4 GiB.

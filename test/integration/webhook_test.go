@@ -77,13 +77,7 @@ func startWebhook(t *testing.T, c *cluster.Cluster, certDir string, port int, ex
 func TestWebhook(t *testing.T) {
 	ctx := context.Background()
 	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: 4 * time.Second, NoMetricsServer: true})
-	nodes, err := c.AddNodes(ctx, 3, cluster.NodeSpec{NamePrefix: "wh", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	nodes := framework.AddReadyNodes(t, c, 3, cluster.NodeSpec{NamePrefix: "wh", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, time.Minute)
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
