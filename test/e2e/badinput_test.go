@@ -16,16 +16,13 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
 
 func (e *env) testBadInput(t *testing.T) {
 	const ns = "bad-input"
-	mustNamespace(t, e.c, ns)
-	t.Cleanup(func() {
-		deleteAllPods(t, e.c, ns)
-		e.ensureStack(t)
-	})
+	e.useNamespace(t, ns)
 	e.waitPublished(t, 2*time.Minute)
 	start := time.Now()
 	before := mustViews(t, e)
@@ -59,12 +56,12 @@ func (e *env) testBadInput(t *testing.T) {
 	t.Run("regular pods are never denied", func(t *testing.T) {
 		var pods []*corev1.Pod
 		for i := 0; i < 5; i++ {
-			pods = append(pods, regularPod(ns, fmt.Sprintf("regular-%d", i), "", "250m", "256Mi"))
+			pods = append(pods, framework.RegularPod(ns, fmt.Sprintf("regular-%d", i), "", "250m", "256Mi"))
 		}
-		createPodsConcurrently(t, e.c, pods)
-		took, ok := pollUntil(90*time.Second, 500*time.Millisecond, func() bool {
+		framework.CreatePods(t, e.c, pods)
+		took, ok := framework.Poll(90*time.Second, 500*time.Millisecond, func() bool {
 			n := 0
-			for p := range mustPods(t, e.c, ns).boundTo {
+			for p := range framework.MustPods(t, e.c, ns).BoundTo {
 				if strings.HasPrefix(p, "regular-") {
 					n++
 				}
@@ -84,8 +81,8 @@ func (e *env) testBadInput(t *testing.T) {
 	// every node heartbeated and stayed Ready.
 	writers := checkStatusWrites(t, e.c, start, time.Now())
 	for n, v := range mustViews(t, e) {
-		if b, ok := before[n]; ok && (!v.heartbeat.After(b.heartbeat) || !v.ready) {
-			t.Errorf("node %s: heartbeat %s (was %s), Ready %v", n, v.heartbeat, b.heartbeat, v.ready)
+		if b, ok := before[n]; ok && (!v.Heartbeat.After(b.Heartbeat) || !v.Ready) {
+			t.Errorf("node %s: heartbeat %s (was %s), Ready %v", n, v.Heartbeat, b.Heartbeat, v.Ready)
 		}
 	}
 	t.Logf("node status writes during the bad-input tests, by writer (none failed): %v", writers)
@@ -125,14 +122,14 @@ func (e *env) testMalformedAnnotations(t *testing.T) {
 		for attempt := 1; attempt <= 5 && !done; attempt++ {
 			var reasonBefore float64
 			if tc.reason != "" {
-				reasonBefore = scrape(t, wh, "kube_reclaim_webhook_stale_injections_total", `reason="`+tc.reason+`"`)
+				reasonBefore = framework.Scrape(t, wh, "kube_reclaim_webhook_stale_injections_total", "reason", tc.reason)
 			}
-			if _, err := patchNode(ctx, e.c, node, map[string]interface{}{"metadata": map[string]interface{}{
+			if _, err := framework.PatchNode(ctx, e.c, node, map[string]interface{}{"metadata": map[string]interface{}{
 				"annotations": map[string]interface{}{names.Annotation: tc.value}}}); err != nil {
 				t.Fatalf("%s: writing the annotation: %v", tc.name, err)
 			}
 			// A status write carrying other values, as a stale writer would.
-			n, err := patchNode(ctx, e.c, node, map[string]interface{}{"status": map[string]interface{}{
+			n, err := framework.PatchNode(ctx, e.c, node, map[string]interface{}{"status": map[string]interface{}{
 				"capacity": bogus, "allocatable": bogus}}, "status")
 			if err != nil {
 				t.Errorf("%s: the status write was refused: %v", tc.name, err)
@@ -143,22 +140,22 @@ func (e *env) testMalformedAnnotations(t *testing.T) {
 				continue
 			}
 			done = true
-			v := viewOf(n, time.Now())
-			if v.capacity != tc.want || v.allocatable != tc.want {
-				t.Errorf("%s: status write stored capacity %+v allocatable %+v, want %+v injected in both", tc.name, v.capacity, v.allocatable, tc.want)
+			v := framework.ViewOf(n, time.Now(), staleAfter)
+			if v.Capacity != tc.want || v.Allocatable != tc.want {
+				t.Errorf("%s: status write stored capacity %+v allocatable %+v, want %+v injected in both", tc.name, v.Capacity, v.Allocatable, tc.want)
 			}
 			if tc.reason != "" {
-				if got := scrape(t, wh, "kube_reclaim_webhook_stale_injections_total", `reason="`+tc.reason+`"`); got <= reasonBefore {
+				if got := framework.Scrape(t, wh, "kube_reclaim_webhook_stale_injections_total", "reason", tc.reason); got <= reasonBefore {
 					t.Errorf("%s: the webhook did not count a %s injection", tc.name, tc.reason)
 				}
 			}
-			t.Logf("%-48s on %s: status write accepted, %dm/%s injected", tc.name, node, v.capacity.CPUMilli, mib(v.capacity.MemoryBytes))
+			t.Logf("%-48s on %s: status write accepted, %dm/%s injected", tc.name, node, v.Capacity.CPUMilli, mib(v.Capacity.MemoryBytes))
 		}
 		if !done {
 			t.Errorf("%s: could not write the annotation and status before the publisher repaired it, 5 times", tc.name)
 		}
 	}
-	if errs := scrape(t, wh, "kube_reclaim_webhook_errors_total"); errs != 0 {
+	if errs := framework.Scrape(t, wh, "kube_reclaim_webhook_errors_total"); errs != 0 {
 		t.Errorf("the webhook counted %v errors", errs)
 	}
 	// The publisher rewrites every annotation it cannot trust, and status follows.
@@ -178,7 +175,7 @@ func (e *env) testRequestsNotLimits(t *testing.T, ns string) {
 		{"requests without limits", corev1.ResourceList{names.CPU: q(1000)}, nil},
 	}
 	for i, tc := range cases {
-		p := reclaimedPod(ns, fmt.Sprintf("mismatch-%d", i), 1000, gib)
+		p := framework.ReclaimedPod(ns, fmt.Sprintf("mismatch-%d", i), 1000, gib)
 		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: tc.req, Limits: tc.lim}
 		_, err := e.c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
@@ -194,11 +191,11 @@ func (e *env) testRequestsNotLimits(t *testing.T, ns string) {
 		}
 		// Accepted: it must wait with the extender's explanation.
 		var msg string
-		pollUntil(30*time.Second, time.Second, func() bool {
-			msg = schedulingMessage(e.c, ns, p.Name)
+		framework.Poll(30*time.Second, time.Second, func() bool {
+			msg = framework.SchedulingMessage(e.c, ns, p.Name)
 			return strings.Contains(msg, "requests differ from its limits")
 		})
-		if _, bound := mustPods(t, e.c, ns).boundTo[p.Name]; bound {
+		if _, bound := framework.MustPods(t, e.c, ns).BoundTo[p.Name]; bound {
 			t.Errorf("%s: pod bound", tc.name)
 		}
 		t.Logf("%s: accepted and Pending: %s", tc.name, msg)
@@ -207,15 +204,15 @@ func (e *env) testRequestsNotLimits(t *testing.T, ns string) {
 		}
 	}
 	// Limits alone are fine: the apiserver defaults requests to them.
-	p := reclaimedPod(ns, "limits-only", 500, gib/2)
+	p := framework.ReclaimedPod(ns, "limits-only", 500, gib/2)
 	p.Spec.Containers[0].Resources.Requests = nil
-	mustCreatePod(t, e.c, p)
-	took, ok := pollUntil(60*time.Second, 500*time.Millisecond, func() bool {
-		_, bound := mustPods(t, e.c, ns).boundTo["limits-only"]
+	framework.CreatePod(t, e.c, p)
+	took, ok := framework.Poll(60*time.Second, 500*time.Millisecond, func() bool {
+		_, bound := framework.MustPods(t, e.c, ns).BoundTo["limits-only"]
 		return bound
 	})
 	if !ok {
-		t.Fatalf("a reclaimed pod with limits only was not scheduled: %s", schedulingMessage(e.c, ns, "limits-only"))
+		t.Fatalf("a reclaimed pod with limits only was not scheduled: %s", framework.SchedulingMessage(e.c, ns, "limits-only"))
 	}
 	t.Logf("a reclaimed pod with limits only (requests defaulted) was scheduled in %s", took.Round(100*time.Millisecond))
 }
@@ -232,7 +229,7 @@ func (e *env) testAbsurdPolicy(t *testing.T) {
 		}
 	})
 	pub := e.s.HealthPort(stack.Publisher)
-	errors0 := scrape(t, pub, "kube_reclaim_publisher_config_reloads_total", `result="error"`)
+	errors0 := framework.Scrape(t, pub, "kube_reclaim_publisher_config_reloads_total", "result", "error")
 	files := []struct {
 		name, content string
 		mentions      []string
@@ -257,14 +254,14 @@ pools:
 			t.Fatal(err)
 		}
 		var ev *corev1.Event
-		took, ok := pollUntil(60*time.Second, 500*time.Millisecond, func() bool {
+		took, ok := framework.Poll(60*time.Second, 500*time.Millisecond, func() bool {
 			list, err := e.c.Client.CoreV1().Events("kube-reclaim").List(ctx, metav1.ListOptions{FieldSelector: "reason=PolicyRejected"})
 			if err != nil {
 				return false
 			}
 			for i := range list.Items {
 				it := &list.Items[i]
-				if it.InvolvedObject.Name == "kube-reclaim-policy" && !eventTime(*it).Before(written.Truncate(time.Second)) &&
+				if it.InvolvedObject.Name == "kube-reclaim-policy" && !framework.EventTime(*it).Before(written.Truncate(time.Second)) &&
 					strings.Contains(it.Message, f.mentions[0]) {
 					ev = it
 					return true
@@ -286,17 +283,17 @@ pools:
 		}
 		last = written
 	}
-	if got := scrape(t, pub, "kube_reclaim_publisher_config_reloads_total", `result="error"`) - errors0; got < float64(len(files)) {
+	if got := framework.Scrape(t, pub, "kube_reclaim_publisher_config_reloads_total", "result", "error") - errors0; got < float64(len(files)) {
 		t.Errorf("config_reloads_total{result=error} rose by %v, want %d", got, len(files))
 	}
 	// The old policy stays in force: every annotation written after the last
 	// rejection still shows the old margin and window.
 	after := last.Add(time.Second).Truncate(time.Second)
 	var waiting []string
-	took, ok := pollUntil(refreshInterval+3*period+15*time.Second, time.Second, func() bool {
+	took, ok := framework.Poll(refreshInterval+3*period+15*time.Second, time.Second, func() bool {
 		waiting = waiting[:0]
 		for n, v := range mustViews(t, e) {
-			if v.ann == nil || v.ann.WriteTime.Before(after) {
+			if v.Ann == nil || v.Ann.WriteTime.Before(after) {
 				waiting = append(waiting, n)
 			}
 		}
@@ -306,13 +303,13 @@ pools:
 		t.Fatalf("annotations of %v not rewritten within %s of the rejection", waiting, took.Round(time.Second))
 	}
 	for n, v := range mustViews(t, e) {
-		if v.ann.Explanation == nil || v.ann.Policy != string(policy.PolicyUsage) {
-			t.Errorf("node %s: policy %q, explanation %v", n, v.ann.Policy, v.ann.Explanation)
+		if v.Ann.Explanation == nil || v.Ann.Policy != string(policy.PolicyUsage) {
+			t.Errorf("node %s: policy %q, explanation %v", n, v.Ann.Policy, v.Ann.Explanation)
 			continue
 		}
-		wantMargin := marginOf(v.allocCPU, e.settings.CPU.Margin)
+		wantMargin := marginOf(v.AllocCPU, e.settings.CPU.Margin)
 		gotMargin, note := int64(-1), ""
-		for _, term := range v.ann.Explanation.CPU.Terms {
+		for _, term := range v.Ann.Explanation.CPU.Terms {
 			switch term.Name {
 			case policy.TermMargin:
 				gotMargin = term.Value
@@ -325,7 +322,7 @@ pools:
 				n, gotMargin, note, wantMargin, e.settings.Window)
 		}
 	}
-	if !readyz(pub) || !e.c.Process(stack.Publisher).Running() {
+	if !framework.Ready(pub) || !e.c.Process(stack.Publisher).Running() {
 		t.Error("the publisher is not running and ready after the rejected files")
 	}
 	t.Logf("every annotation rewritten %s after the last rejection still carries the old policy (margin %.0f%%, window %s)",

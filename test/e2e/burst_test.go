@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
 
@@ -41,18 +42,14 @@ var burstChanges = []struct {
 type burstSample struct {
 	at  time.Time
 	pub map[string]reclaimable.Resources
-	st  podState
+	st  framework.PodState
 }
 
 func (e *env) testBurst(t *testing.T) {
 	ctx := context.Background()
 	const ns = "burst"
-	mustNamespace(t, e.c, ns)
-	t.Cleanup(func() {
-		deleteAllPods(t, e.c, ns)
-		e.setUsage(t, func(int) usage { return defaultUsage })
-		e.ensureStack(t)
-	})
+	e.useNamespace(t, ns)
+	t.Cleanup(func() { e.setUsage(t, func(int) usage { return defaultUsage }) })
 	ext := e.s.HealthPort(stack.Extender)
 
 	cur := make([]usage, len(e.nodes))
@@ -61,13 +58,13 @@ func (e *env) testBurst(t *testing.T) {
 	}
 	e.setUsage(t, scarceUsage)
 	var notYet []string
-	if took, ok := pollUntil(2*time.Minute, time.Second, func() bool {
+	if took, ok := framework.Poll(2*time.Minute, time.Second, func() bool {
 		notYet = notYet[:0]
 		vs := mustViews(t, e)
 		for i, n := range e.nodes {
 			v := vs[n]
 			want := e.expectedMax(v, cur[i])
-			if !v.fresh.Fresh || v.published().CPUMilli > want.CPUMilli+cpuRateTol || v.published().CPUMilli == 0 || !v.statusMatchesAnnotation() {
+			if !v.Fresh.Fresh || v.Published().CPUMilli > want.CPUMilli+cpuRateTol || v.Published().CPUMilli == 0 || !v.StatusMatchesAnnotation() {
 				notYet = append(notYet, n)
 			}
 		}
@@ -77,13 +74,13 @@ func (e *env) testBurst(t *testing.T) {
 	}
 	room := 0
 	for _, v := range mustViews(t, e) {
-		room += int(v.published().CPUMilli / burstCPU)
+		room += int(v.Published().CPUMilli / burstCPU)
 	}
 	t.Logf("scarce room published: about %d burst pods fit (%dm/%s each), %d are coming", room, burstCPU, mib(burstMem), burstPods)
 
-	success0 := scrape(t, ext, "kube_reclaim_extender_binds_total", `result="success"`)
-	conflict0 := scrape(t, ext, "kube_reclaim_extender_binds_total", `result="conflict"`)
-	expired0 := scrape(t, ext, "kube_reclaim_extender_assumptions_expired_total")
+	success0 := framework.Scrape(t, ext, "kube_reclaim_extender_binds_total", "result", "success")
+	conflict0 := framework.Scrape(t, ext, "kube_reclaim_extender_binds_total", "result", "conflict")
+	expired0 := framework.Scrape(t, ext, "kube_reclaim_extender_assumptions_expired_total")
 
 	var samples []burstSample
 	sample := func() {
@@ -92,24 +89,24 @@ func (e *env) testBurst(t *testing.T) {
 			t.Logf("nodes: %v", err)
 			return
 		}
-		st, err := podsIn(ctx, e.c, ns)
+		st, err := framework.Pods(ctx, e.c, ns)
 		if err != nil {
 			t.Logf("pods: %v", err)
 			return
 		}
 		pub := map[string]reclaimable.Resources{}
 		for n, v := range vs {
-			pub[n] = v.published()
+			pub[n] = v.Published()
 		}
 		samples = append(samples, burstSample{at: time.Now(), pub: pub, st: st})
 	}
 	sample()
 	pods := make([]*corev1.Pod, burstPods)
 	for i := range pods {
-		pods[i] = reclaimedPod(ns, fmt.Sprintf("burst-%03d", i), burstCPU, burstMem)
+		pods[i] = framework.ReclaimedPod(ns, fmt.Sprintf("burst-%03d", i), burstCPU, burstMem)
 	}
 	start := time.Now()
-	createPodsConcurrently(t, e.c, pods)
+	framework.CreatePods(t, e.c, pods)
 	t.Logf("%d pods created in %s", burstPods, time.Since(start).Round(100*time.Millisecond))
 	next := 0
 	for time.Since(start) < burstObserve {
@@ -132,7 +129,7 @@ func (e *env) testBurst(t *testing.T) {
 	lastBound, stableSince := -1, time.Now()
 	for time.Since(stableSince) < 10*time.Second && time.Since(start) < burstObserve+time.Minute {
 		sample()
-		if b := len(samples[len(samples)-1].st.boundTo); b != lastBound {
+		if b := len(samples[len(samples)-1].st.BoundTo); b != lastBound {
 			lastBound, stableSince = b, time.Now()
 		}
 		time.Sleep(burstInterval)
@@ -156,8 +153,8 @@ func (e *env) testBurst(t *testing.T) {
 	for k := 1; k < len(samples); k++ {
 		s, prev := samples[k], samples[k-1]
 		newOn := map[string][]string{}
-		for p, n := range s.st.boundTo {
-			if _, was := prev.st.boundTo[p]; !was {
+		for p, n := range s.st.BoundTo {
+			if _, was := prev.st.BoundTo[p]; !was {
 				newOn[n] = append(newOn[n], p)
 			}
 		}
@@ -168,14 +165,14 @@ func (e *env) testBurst(t *testing.T) {
 				p := samples[j].pub[n]
 				allowed = reclaimable.Resources{CPUMilli: max(allowed.CPUMilli, p.CPUMilli), MemoryBytes: max(allowed.MemoryBytes, p.MemoryBytes)}
 			}
-			b := s.st.bookings[n]
+			b := s.st.Bookings[n]
 			if b.CPUMilli > allowed.CPUMilli || b.MemoryBytes > allowed.MemoryBytes {
 				overBind++
 				t.Errorf("look %d (%.1fs): %v bound onto %s, which then held %dm/%s with only %dm/%s published",
 					k, s.at.Sub(start).Seconds(), ps, n, b.CPUMilli, mib(b.MemoryBytes), allowed.CPUMilli, mib(allowed.MemoryBytes))
 			}
 		}
-		for n, b := range s.st.bookings {
+		for n, b := range s.st.Bookings {
 			if m := maxPub[n]; b.CPUMilli > m.CPUMilli || b.MemoryBytes > m.MemoryBytes {
 				overMax++
 				t.Errorf("look %d: node %s holds %dm/%s, more than it ever published (%dm/%s)", k, n, b.CPUMilli, mib(b.MemoryBytes), m.CPUMilli, mib(m.MemoryBytes))
@@ -184,18 +181,18 @@ func (e *env) testBurst(t *testing.T) {
 	}
 
 	final := samples[len(samples)-1]
-	success := scrape(t, ext, "kube_reclaim_extender_binds_total", `result="success"`) - success0
-	conflicts := scrape(t, ext, "kube_reclaim_extender_binds_total", `result="conflict"`) - conflict0
-	expired := scrape(t, ext, "kube_reclaim_extender_assumptions_expired_total") - expired0
-	bound := len(final.st.boundTo)
+	success := framework.Scrape(t, ext, "kube_reclaim_extender_binds_total", "result", "success") - success0
+	conflicts := framework.Scrape(t, ext, "kube_reclaim_extender_binds_total", "result", "conflict") - conflict0
+	expired := framework.Scrape(t, ext, "kube_reclaim_extender_assumptions_expired_total") - expired0
+	bound := len(final.st.BoundTo)
 	var rows []string
 	for _, n := range e.nodes {
-		b := final.st.bookings[n]
+		b := final.st.Bookings[n]
 		rows = append(rows, fmt.Sprintf("%s: holds %dm (max published %dm, now %dm)", n, b.CPUMilli, maxPub[n].CPUMilli, final.pub[n].CPUMilli))
 	}
 	sort.Strings(rows)
 	t.Logf("burst: %d looks in %s, %d binds checked against the value published at bind time; %d bound, %d Pending",
-		len(samples), final.at.Sub(start).Round(100*time.Millisecond), checked, bound, len(final.st.pending))
+		len(samples), final.at.Sub(start).Round(100*time.Millisecond), checked, bound, len(final.st.Pending))
 	t.Logf("per node:\n  %s", strings.Join(rows, "\n  "))
 	t.Logf("extender: %v successful binds, %v conflicts (room gone at bind time), %v expired assumptions; over-booked binds %d, looks over the max published %d",
 		success, conflicts, expired, overBind, overMax)
@@ -208,8 +205,8 @@ func (e *env) testBurst(t *testing.T) {
 	if bound < 10 {
 		t.Errorf("only %d pods bound: the burst did not exercise the extender", bound)
 	}
-	if len(final.st.pending) < burstPods/2 {
-		t.Errorf("%d pods Pending, want most of %d: the room was not scarce", len(final.st.pending), burstPods)
+	if len(final.st.Pending) < burstPods/2 {
+		t.Errorf("%d pods Pending, want most of %d: the room was not scarce", len(final.st.Pending), burstPods)
 	}
 	if checked != bound {
 		t.Errorf("%d binds checked, %d pods bound", checked, bound)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
 
@@ -30,7 +31,7 @@ func (e *env) testWebhookDown(t *testing.T) {
 	}
 	ctx := context.Background()
 	t.Cleanup(func() { e.ensureStack(t) })
-	failOpen0 := apiserverMetric(t, e.c, "apiserver_admission_webhook_fail_open_count", `name="node-status.kube-reclaim.io"`)
+	failOpen0 := framework.APIServerMetric(t, e.c, "apiserver_admission_webhook_fail_open_count", "name", "node-status.kube-reclaim.io")
 	if err := e.c.KillComponent(stack.Webhook); err != nil {
 		t.Fatal(err)
 	}
@@ -52,23 +53,23 @@ func (e *env) testWebhookDown(t *testing.T) {
 		now := time.Now()
 		for _, n := range e.nodes {
 			v := vs[n]
-			if !v.ready {
+			if !v.Ready {
 				t.Errorf("[%5.1fs] node %s not Ready while the webhook is down", now.Sub(down).Seconds(), n)
 			}
-			if v.heartbeat.After(last[n]) {
+			if v.Heartbeat.After(last[n]) {
 				if !last[n].IsZero() {
 					beats[n]++
 					maxGap[n] = max(maxGap[n], now.Sub(seen[n]))
 				}
-				last[n], seen[n] = v.heartbeat, now
+				last[n], seen[n] = v.Heartbeat, now
 			}
 			// The publisher may have written the annotation and not yet the
 			// status at the instant of a poll; two polls in a row may not.
-			if !v.fresh.Fresh || v.ann.CPUMilli == 0 || !v.statusMatchesAnnotation() {
+			if !v.Fresh.Fresh || v.Ann.CPUMilli == 0 || !v.StatusMatchesAnnotation() {
 				mismatch[n]++
 				if mismatch[n] == 2 {
 					t.Errorf("[%5.1fs] node %s: published values not intact in status: annotation %s, capacity %+v, allocatable %+v",
-						now.Sub(down).Seconds(), n, v.raw, v.capacity, v.allocatable)
+						now.Sub(down).Seconds(), n, v.Raw, v.Capacity, v.Allocatable)
 				}
 			} else {
 				mismatch[n] = 0
@@ -81,7 +82,7 @@ func (e *env) testWebhookDown(t *testing.T) {
 		maxGap[n] = max(maxGap[n], upAt.Sub(seen[n]))
 	}
 	writers := checkStatusWrites(t, e.c, down, upAt)
-	failOpen := apiserverMetric(t, e.c, "apiserver_admission_webhook_fail_open_count", `name="node-status.kube-reclaim.io"`) - failOpen0
+	failOpen := framework.APIServerMetric(t, e.c, "apiserver_admission_webhook_fail_open_count", "name", "node-status.kube-reclaim.io") - failOpen0
 	minBeats, worstGap := int(^uint(0)>>1), time.Duration(0)
 	for _, n := range e.nodes {
 		minBeats = min(minBeats, beats[n])
@@ -113,10 +114,10 @@ func (e *env) testWebhookDown(t *testing.T) {
 	restarted := time.Now()
 	since := map[string]time.Time{}
 	for n, v := range mustViews(t, e) {
-		since[n] = v.heartbeat
+		since[n] = v.Heartbeat
 	}
 	var waiting []string
-	took, ok := pollUntil(2*heartbeatWait, time.Second, func() bool {
+	took, ok := framework.Poll(2*heartbeatWait, time.Second, func() bool {
 		vs, err := views(ctx, e.c, e.nodes)
 		if err != nil {
 			return false
@@ -124,7 +125,7 @@ func (e *env) testWebhookDown(t *testing.T) {
 		waiting = waiting[:0]
 		for _, n := range e.nodes {
 			v := vs[n]
-			if !v.heartbeat.After(since[n]) || !v.fresh.Fresh || !v.statusMatchesAnnotation() || !v.ready {
+			if !v.Heartbeat.After(since[n]) || !v.Fresh.Fresh || !v.StatusMatchesAnnotation() || !v.Ready {
 				waiting = append(waiting, n)
 			}
 		}
@@ -133,8 +134,8 @@ func (e *env) testWebhookDown(t *testing.T) {
 	if !ok {
 		t.Fatalf("not converged %s after the webhook came back: %v", took.Round(time.Second), waiting)
 	}
-	reviews := scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_review_duration_seconds_count")
-	errs := scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_errors_total")
+	reviews := framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_review_duration_seconds_count")
+	errs := framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_errors_total")
 	t.Logf("back up: every node heartbeated through the webhook with status equal to its annotation %s after the restart; %v reviews, %v errors",
 		took.Round(100*time.Millisecond), reviews, errs)
 	if reviews < float64(len(e.nodes)) {
@@ -146,7 +147,7 @@ func (e *env) testWebhookDown(t *testing.T) {
 	checkStatusWrites(t, e.c, restarted, time.Now())
 }
 
-func mustViews(t *testing.T, e *env) map[string]nodeView {
+func mustViews(t *testing.T, e *env) map[string]framework.NodeView {
 	t.Helper()
 	vs, err := views(context.Background(), e.c, e.nodes)
 	if err != nil {
@@ -160,7 +161,7 @@ func mustViews(t *testing.T, e *env) map[string]nodeView {
 func (e *env) waitZero(t *testing.T, start time.Time, timeout time.Duration, annotationToo bool) map[string]time.Duration {
 	t.Helper()
 	at := map[string]time.Duration{}
-	pollUntil(timeout, 500*time.Millisecond, func() bool {
+	framework.Poll(timeout, 500*time.Millisecond, func() bool {
 		vs, err := views(context.Background(), e.c, e.nodes)
 		if err != nil {
 			return false
@@ -170,8 +171,8 @@ func (e *env) waitZero(t *testing.T, start time.Time, timeout time.Duration, ann
 			if _, done := at[n]; done {
 				continue
 			}
-			zeroStatus := v.hasStatus && v.capacity.IsZero() && v.allocatable.IsZero()
-			zeroAnn := v.ann != nil && v.ann.CPUMilli == 0 && v.ann.MemoryBytes == 0
+			zeroStatus := v.HasStatus && v.Capacity.IsZero() && v.Allocatable.IsZero()
+			zeroAnn := v.Ann != nil && v.Ann.CPUMilli == 0 && v.Ann.MemoryBytes == 0
 			if zeroStatus && (zeroAnn || !annotationToo) {
 				at[n] = time.Since(start)
 			}
@@ -197,11 +198,7 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 		t.Skip("short mode: waits out --metrics-stale-after and metrics-server's recovery")
 	}
 	const ns = "metrics-down"
-	mustNamespace(t, e.c, ns)
-	t.Cleanup(func() {
-		deleteAllPods(t, e.c, ns)
-		e.ensureStack(t)
-	})
+	e.useNamespace(t, ns)
 	if err := e.c.StopComponent(cluster.MetricsServer); err != nil {
 		t.Fatal(err)
 	}
@@ -218,21 +215,16 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 		t.Errorf("node %s reached zero %s after metrics-server stopped, want <= %s", node, worst.Round(100*time.Millisecond), bound)
 	}
 	for n, v := range mustViews(t, e) {
-		if v.ann == nil || v.ann.ZeroReason != "metrics-stale" {
-			t.Errorf("node %s: zero reason %q, want metrics-stale (%s)", n, v.ann.ZeroReason, v.raw)
+		if v.Ann == nil || v.Ann.ZeroReason != "metrics-stale" {
+			t.Errorf("node %s: zero reason %q, want metrics-stale (%s)", n, v.Ann.ZeroReason, v.Raw)
 		}
 	}
 
 	// Meanwhile the extender admits no reclaimed pod.
-	mustCreatePod(t, e.c, reclaimedPod(ns, "waits", 1000, gib))
+	framework.CreatePod(t, e.c, framework.ReclaimedPod(ns, "waits", 1000, gib))
 	created := time.Now()
-	pollUntil(20*time.Second, time.Second, func() bool {
-		if st := mustPods(t, e.c, ns); len(st.boundTo) > 0 {
-			t.Fatalf("reclaimed pod bound to %v while every node publishes zero", st.boundTo)
-		}
-		return false
-	})
-	msg := schedulingMessage(e.c, ns, "waits")
+	e.expectNotBound(t, ns, "waits", 20*time.Second)
+	msg := framework.SchedulingMessage(e.c, ns, "waits")
 	t.Logf("reclaimed pod still Pending %s after creation; scheduler says: %s", time.Since(created).Round(time.Second), msg)
 	if !strings.Contains(msg, "reclaimed-cpu: need 1000m, free 0m") {
 		t.Errorf("FailedScheduling does not carry the extender's reason: %q", msg)
@@ -243,10 +235,10 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	var notBack []string
-	back, ok := pollUntil(3*time.Minute, time.Second, func() bool {
+	back, ok := framework.Poll(3*time.Minute, time.Second, func() bool {
 		notBack = notBack[:0]
 		for n, v := range mustViews(t, e) {
-			if !v.fresh.Fresh || v.ann.ZeroReason != "" || v.ann.CPUMilli == 0 || !v.statusMatchesAnnotation() {
+			if !v.Fresh.Fresh || v.Ann.ZeroReason != "" || v.Ann.CPUMilli == 0 || !v.StatusMatchesAnnotation() {
 				notBack = append(notBack, n)
 			}
 		}
@@ -255,12 +247,40 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 	if !ok {
 		t.Fatalf("nodes %v not published again %s after metrics-server came back", notBack, back.Round(time.Second))
 	}
-	took, ok := pollUntil(90*time.Second, time.Second, func() bool { return len(mustPods(t, e.c, ns).boundTo) == 1 })
+	took, ok := framework.Poll(90*time.Second, time.Second, func() bool {
+		_, bound := framework.MustPods(t, e.c, ns).BoundTo["waits"]
+		return bound
+	})
 	if !ok {
-		t.Fatalf("the reclaimed pod was not scheduled %s after the values came back: %s", took.Round(time.Second), schedulingMessage(e.c, ns, "waits"))
+		t.Fatalf("the reclaimed pod was not scheduled %s after the values came back: %s", took.Round(time.Second), framework.SchedulingMessage(e.c, ns, "waits"))
 	}
 	t.Logf("metrics-server back: every node published again after %s, the waiting pod was placed %s later",
 		back.Round(100*time.Millisecond), took.Round(100*time.Millisecond))
+}
+
+// expectNotBound looks every 2 seconds for window that pod stays unbound. Its
+// positive control is a regular pod created at the start of the window,
+// which the scheduler places without the extender: the same looks must see
+// it bound, or they would not have seen a bind of pod either.
+func (e *env) expectNotBound(t *testing.T, ns, pod string, window time.Duration) {
+	t.Helper()
+	control := "control-" + pod
+	r := framework.ExpectAbsence(t, framework.Absence{Window: window, Every: 2 * time.Second,
+		Control: func() error {
+			_, err := e.c.Client.CoreV1().Pods(ns).Create(context.Background(), framework.RegularPod(ns, control, "", "100m", "128Mi"), metav1.CreateOptions{})
+			return err
+		},
+		Look: func(time.Duration) ([]string, bool) {
+			st := framework.MustPods(t, e.c, ns)
+			var v []string
+			if n, bound := st.BoundTo[pod]; bound {
+				v = append(v, fmt.Sprintf("pod %s bound to %s", pod, n))
+			}
+			_, seen := st.BoundTo[control]
+			return v, seen
+		}})
+	t.Logf("pod %s unbound at %d looks over %s; the control pod %s bound %.1fs into the window",
+		pod, r.Looks, window.Round(time.Second), control, r.ControlSeen.Seconds())
 }
 
 func leaseHolder(ctx context.Context, e *env) string {
@@ -286,13 +306,11 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	const ns = "failover"
 	const second = "publisher-b"
 	const shortStaleAfter = time.Minute
-	mustNamespace(t, e.c, ns)
+	e.useNamespace(t, ns)
 	t.Cleanup(func() {
-		deleteAllPods(t, e.c, ns)
 		if p := e.c.Process(second); p != nil {
 			_ = p.Stop()
 		}
-		e.ensureStack(t)
 	})
 	if refreshInterval >= shortStaleAfter {
 		t.Fatalf("the publisher's --refresh-interval (%s) must be below the readers' --stale-after (%s)", refreshInterval, shortStaleAfter)
@@ -308,9 +326,9 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	if err := e.c.StartProcess(second, e.s.Bin, args...); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := pollUntil(90*time.Second, 500*time.Millisecond, func() bool {
-		ok, _ := scrapeErr(port, "kube_reclaim_publisher_is_leader")
-		return ok == 0 && e.c.Process(second).Running() && readyz(port)
+	if _, ok := framework.Poll(90*time.Second, 500*time.Millisecond, func() bool {
+		ok, _ := framework.ScrapeErr(port, "kube_reclaim_publisher_is_leader")
+		return ok == 0 && e.c.Process(second).Running() && framework.Ready(port)
 	}); !ok {
 		t.Fatalf("%s not ready as a standby:\n%s", second, e.c.Process(second).Tail(3000))
 	}
@@ -318,7 +336,7 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	if first == "" || first == second {
 		t.Fatalf("lease held by %q, want the stack's publisher", first)
 	}
-	if scrape(t, e.s.HealthPort(stack.Publisher), "kube_reclaim_publisher_is_leader") != 1 {
+	if framework.Scrape(t, e.s.HealthPort(stack.Publisher), "kube_reclaim_publisher_is_leader") != 1 {
 		t.Fatal("the stack's publisher does not lead")
 	}
 
@@ -330,7 +348,7 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	}
 	killed := time.Now()
 	takeoverBound := leaseDuration + 2*time.Duration(2.2*float64(retryPeriod))
-	took, ok := pollUntil(2*takeoverBound, 200*time.Millisecond, func() bool { return leaseHolder(ctx, e) == second })
+	took, ok := framework.Poll(2*takeoverBound, 200*time.Millisecond, func() bool { return leaseHolder(ctx, e) == second })
 	if !ok {
 		t.Fatalf("%s never took the lease (holder %q)", second, leaseHolder(ctx, e))
 	}
@@ -342,10 +360,10 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	// The new leader publishes: its refresh rewrites every annotation within
 	// the refresh interval.
 	var stale []string
-	wrote, ok := pollUntil(refreshInterval+3*period+10*time.Second, time.Second, func() bool {
+	wrote, ok := framework.Poll(refreshInterval+3*period+10*time.Second, time.Second, func() bool {
 		stale = stale[:0]
 		for n, v := range mustViews(t, e) {
-			if v.ann == nil || !v.ann.WriteTime.After(killed) || !v.statusMatchesAnnotation() {
+			if v.Ann == nil || !v.Ann.WriteTime.After(killed) || !v.StatusMatchesAnnotation() {
 				stale = append(stale, n)
 			}
 		}
@@ -355,7 +373,7 @@ func (e *env) testPublisherFailover(t *testing.T) {
 		t.Fatalf("the new leader did not rewrite %v", stale)
 	}
 	t.Logf("the new leader rewrote every annotation %s after the takeover; it made %v annotation writes", wrote.Round(100*time.Millisecond),
-		scrape(t, port, "kube_reclaim_publisher_writes_total", `kind="annotation"`))
+		framework.Scrape(t, port, "kube_reclaim_publisher_writes_total", "kind", "annotation"))
 
 	// Readers with a short --stale-after, then both publishers down for longer.
 	e.restartRole(t, stack.Webhook, "--stale-after="+shortStaleAfter.String())
@@ -376,26 +394,24 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	if len(zeroAt) != len(e.nodes) {
 		t.Errorf("only %d of %d nodes zero in status within %s", len(zeroAt), len(e.nodes), zeroBound)
 	}
-	mustCreatePod(t, e.c, reclaimedPod(ns, "waits", 500, gib/2))
+	framework.CreatePod(t, e.c, framework.ReclaimedPod(ns, "waits", 500, gib/2))
 
 	// Down longer than --stale-after: the next heartbeat of every node still
 	// injects zero, and the extender still admits nothing.
-	if d := shortStaleAfter + 5*time.Second - time.Since(bothDown); d > 0 {
-		time.Sleep(d)
-	}
-	stale0 := scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total")
+	e.expectNotBound(t, ns, "waits", max(shortStaleAfter+5*time.Second-time.Since(bothDown), 5*time.Second))
+	stale0 := framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total")
 	before := mustViews(t, e)
 	var notZero []string
-	beat, ok := pollUntil(heartbeatWait, 500*time.Millisecond, func() bool {
+	beat, ok := framework.Poll(heartbeatWait, 500*time.Millisecond, func() bool {
 		notZero = notZero[:0]
 		pending := 0
 		for n, v := range mustViews(t, e) {
-			if !v.heartbeat.After(before[n].heartbeat) {
+			if !v.Heartbeat.After(before[n].Heartbeat) {
 				pending++
 				continue
 			}
-			if !v.hasStatus || !v.capacity.IsZero() || !v.allocatable.IsZero() {
-				notZero = append(notZero, fmt.Sprintf("%s capacity %+v allocatable %+v", n, v.capacity, v.allocatable))
+			if !v.HasStatus || !v.Capacity.IsZero() || !v.Allocatable.IsZero() {
+				notZero = append(notZero, fmt.Sprintf("%s capacity %+v allocatable %+v", n, v.Capacity, v.Allocatable))
 			}
 		}
 		return pending == 0
@@ -406,24 +422,24 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	if len(notZero) > 0 {
 		t.Errorf("after %s with both publishers down, heartbeats kept reclaimed values: %v", time.Since(bothDown).Round(time.Second), notZero)
 	}
-	staleInjected := scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total") - stale0
+	staleInjected := framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total") - stale0
 	if staleInjected < float64(len(e.nodes)) {
 		t.Errorf("the webhook counted %v stale injections over one heartbeat of every node, want >= %d", staleInjected, len(e.nodes))
 	}
-	st := mustPods(t, e.c, ns)
-	msg := schedulingMessage(e.c, ns, "waits")
+	st := framework.MustPods(t, e.c, ns)
+	msg := framework.SchedulingMessage(e.c, ns, "waits")
 	t.Logf("%s after both publishers went down: next heartbeats (%s) injected zero on every node (%v stale injections: too-old %v, lease-expired %v); reclaimed pod Pending: %s",
 		time.Since(bothDown).Round(time.Second), beat.Round(100*time.Millisecond), staleInjected,
-		scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total", `reason="`+reclaimable.ReasonWriteTooOld+`"`),
-		scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total", `reason="`+reclaimable.ReasonPublisherDown+`"`), msg)
-	if len(st.boundTo) > 0 {
-		t.Errorf("the extender admitted a reclaimed pod with both publishers down: %v", st.boundTo)
+		framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total", "reason", reclaimable.ReasonWriteTooOld),
+		framework.Scrape(t, e.s.HealthPort(stack.Webhook), "kube_reclaim_webhook_stale_injections_total", "reason", reclaimable.ReasonPublisherDown), msg)
+	if n, bound := st.BoundTo["waits"]; bound {
+		t.Errorf("the extender admitted a reclaimed pod with both publishers down: bound to %s", n)
 	}
 	if !strings.Contains(msg, reclaimable.ReasonWriteTooOld) && !strings.Contains(msg, reclaimable.ReasonPublisherDown) {
 		t.Errorf("FailedScheduling does not say the published values are stale: %q", msg)
 	}
-	extStale := scrape(t, e.s.HealthPort(stack.Extender), "kube_reclaim_extender_filtered_nodes_total", `reason="`+reclaimable.ReasonWriteTooOld+`"`) +
-		scrape(t, e.s.HealthPort(stack.Extender), "kube_reclaim_extender_filtered_nodes_total", `reason="`+reclaimable.ReasonPublisherDown+`"`)
+	extStale := framework.Scrape(t, e.s.HealthPort(stack.Extender), "kube_reclaim_extender_filtered_nodes_total", "reason", reclaimable.ReasonWriteTooOld) +
+		framework.Scrape(t, e.s.HealthPort(stack.Extender), "kube_reclaim_extender_filtered_nodes_total", "reason", reclaimable.ReasonPublisherDown)
 	if extStale < float64(len(e.nodes)) {
 		t.Errorf("the extender filtered %v nodes as stale, want >= %d", extStale, len(e.nodes))
 	}
@@ -432,87 +448,75 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	recover := time.Now()
 	e.ensureStack(t)
 	e.waitPublished(t, 2*time.Minute)
-	took, ok = pollUntil(90*time.Second, time.Second, func() bool { return len(mustPods(t, e.c, ns).boundTo) == 1 })
+	took, ok = framework.Poll(90*time.Second, time.Second, func() bool {
+		_, bound := framework.MustPods(t, e.c, ns).BoundTo["waits"]
+		return bound
+	})
 	if !ok {
-		t.Fatalf("the reclaimed pod was not scheduled after the publisher came back: %s", schedulingMessage(e.c, ns, "waits"))
+		t.Fatalf("the reclaimed pod was not scheduled after the publisher came back: %s", framework.SchedulingMessage(e.c, ns, "waits"))
 	}
 	t.Logf("publisher back: every node fresh again and the waiting pod placed %s after the restart (placed %s after publication)",
 		time.Since(recover).Round(100*time.Millisecond), took.Round(100*time.Millisecond))
 }
 
-func readyz(port int) bool {
-	v, err := httpStatus(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
-	return err == nil && v == 200
-}
-
 func (e *env) testExtenderDown(t *testing.T) {
 	const ns = "extender-down"
-	mustNamespace(t, e.c, ns)
-	t.Cleanup(func() {
-		deleteAllPods(t, e.c, ns)
-		e.ensureStack(t)
-	})
+	e.useNamespace(t, ns)
 	e.waitPublished(t, 2*time.Minute)
 	if err := e.c.KillComponent(stack.Extender); err != nil {
 		t.Fatal(err)
 	}
 	var pods []*corev1.Pod
 	for i := 0; i < 10; i++ {
-		pods = append(pods, reclaimedPod(ns, fmt.Sprintf("batch-%d", i), 1000, gib))
+		pods = append(pods, framework.ReclaimedPod(ns, fmt.Sprintf("batch-%d", i), 1000, gib))
 	}
 	for i := 0; i < 5; i++ {
-		p := regularPod(ns, fmt.Sprintf("web-%d", i), "", "100m", "128Mi")
+		p := framework.RegularPod(ns, fmt.Sprintf("web-%d", i), "", "100m", "128Mi")
 		pods = append(pods, p)
 	}
-	createPodsConcurrently(t, e.c, pods)
-	created := time.Now()
-	regularBound := func(st podState) int {
-		n := 0
-		for p := range st.boundTo {
-			if strings.HasPrefix(p, "web-") {
-				n++
+	// For 30s, looked at every 2 seconds, no reclaimed pod binds; the regular
+	// pods created with them are the control: the scheduler places them
+	// without the extender, and the same looks must see them bound.
+	r := framework.ExpectAbsence(t, framework.Absence{Window: 30 * time.Second, Every: 2 * time.Second,
+		Control: func() error {
+			framework.CreatePods(t, e.c, pods)
+			return nil
+		},
+		Look: func(time.Duration) ([]string, bool) {
+			st := framework.MustPods(t, e.c, ns)
+			var v []string
+			for p, n := range st.BoundTo {
+				if strings.HasPrefix(p, "batch-") {
+					v = append(v, fmt.Sprintf("reclaimed pod %s bound to %s with the extender down", p, n))
+				}
 			}
-		}
-		return n
-	}
-	var regularTook time.Duration
-	for time.Since(created) < 30*time.Second {
-		st := mustPods(t, e.c, ns)
-		for p, n := range st.boundTo {
-			if strings.HasPrefix(p, "batch-") {
-				t.Fatalf("reclaimed pod %s bound to %s with the extender down", p, n)
-			}
-		}
-		if regularTook == 0 && regularBound(st) == 5 {
-			regularTook = time.Since(created)
-		}
-		time.Sleep(time.Second)
-	}
-	msg := schedulingMessage(e.c, ns, "batch-0")
-	t.Logf("extender down: regular pods all scheduled after %s; 10 reclaimed pods still Pending after 30s; scheduler says: %s",
-		regularTook.Round(100*time.Millisecond), msg)
-	if regularTook == 0 {
-		t.Errorf("regular pods did not all schedule with the extender down: %d of 5", regularBound(mustPods(t, e.c, ns)))
+			return v, st.BoundWithPrefix("web-") == 5
+		}})
+	msg := framework.SchedulingMessage(e.c, ns, "batch-0")
+	t.Logf("extender down: regular pods all scheduled %s after creation; 10 reclaimed pods still Pending at %d looks over 30s; scheduler says: %s",
+		(r.ControlSeen - r.ControlRan).Round(100*time.Millisecond), r.Looks, msg)
+	if t.Failed() {
+		t.FailNow()
 	}
 
 	if err := e.s.StartRole(context.Background(), stack.Extender); err != nil {
 		t.Fatal(err)
 	}
-	took, ok := pollUntil(2*time.Minute, 500*time.Millisecond, func() bool { return len(mustPods(t, e.c, ns).boundTo) == 15 })
-	st := mustPods(t, e.c, ns)
+	took, ok := framework.Poll(2*time.Minute, 500*time.Millisecond, func() bool { return len(framework.MustPods(t, e.c, ns).BoundTo) == 15 })
+	st := framework.MustPods(t, e.c, ns)
 	if !ok {
-		t.Fatalf("only %d of 15 pods bound %s after the extender came back; pending %v: %s", len(st.boundTo), took.Round(time.Second),
-			st.pending, schedulingMessage(e.c, ns, st.pending[0]))
+		t.Fatalf("only %d of 15 pods bound %s after the extender came back; pending %v: %s", len(st.BoundTo), took.Round(time.Second),
+			st.Pending, framework.SchedulingMessage(e.c, ns, st.Pending[0]))
 	}
 	vs := mustViews(t, e)
 	perNode := map[string]int{}
-	for p, n := range st.boundTo {
+	for p, n := range st.BoundTo {
 		if strings.HasPrefix(p, "batch-") {
 			perNode[n]++
 		}
 	}
-	for n, b := range st.bookings {
-		pub := vs[n].published()
+	for n, b := range st.Bookings {
+		pub := vs[n].Published()
 		if b.CPUMilli > pub.CPUMilli || b.MemoryBytes > pub.MemoryBytes {
 			t.Errorf("node %s over-booked: %dm/%s bound, %dm/%s published", n, b.CPUMilli, mib(b.MemoryBytes), pub.CPUMilli, mib(pub.MemoryBytes))
 		}

@@ -13,6 +13,7 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
 
@@ -50,24 +51,9 @@ type usage struct{ cpu, mem int64 } // millicores, bytes
 
 func (u usage) String() string { return fmt.Sprintf("%dm/%s", u.cpu, mib(u.mem)) }
 
-var binPath string
-
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "kube-reclaim-e2e-")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
-	binPath, err = stack.BuildBinary(ctx, dir)
-	cancel()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.RemoveAll(dir)
-		os.Exit(1)
-	}
 	code := m.Run()
-	os.RemoveAll(dir)
+	framework.RemoveBinary()
 	os.Exit(code)
 }
 
@@ -106,18 +92,12 @@ func setup(t *testing.T) *env {
 		t.Fatal(err)
 	}
 	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: heartbeat, MetricResolution: metricResolution,
-		SchedulerConfig: schedCfg, AuditPolicy: nodeStatusWritesAuditPolicy})
+		SchedulerConfig: schedCfg, AuditPolicy: framework.NodeWritesAuditPolicy})
 	e := &env{c: c}
-	mustNamespace(t, c, appsNS)
-	e.nodes, err = c.AddNodes(ctx, nodeCount, cluster.NodeSpec{NamePrefix: "e2e", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, e.nodes, 2*time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	framework.CreateNamespace(t, c, appsNS)
+	e.nodes = framework.AddReadyNodes(t, c, nodeCount, cluster.NodeSpec{NamePrefix: "e2e", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, 2*time.Minute)
 	for i, n := range e.nodes {
-		mustCreatePod(t, c, regularPod(appsNS, svcPod(i), n, "2", "4Gi"))
+		framework.CreatePod(t, c, framework.RegularPod(appsNS, svcPod(i), n, "2", "4Gi"))
 	}
 	e.setUsage(t, func(int) usage { return defaultUsage })
 
@@ -134,7 +114,7 @@ func setup(t *testing.T) *env {
 		t.Fatalf("the deployed policy with a %s window is invalid: %v", window, err)
 	}
 	e.settings = cfg.Default
-	e.s, err = stack.Start(ctx, c, binPath, ports, stack.Options{Policy: pol, Extra: map[string][]string{
+	e.s, err = stack.Start(ctx, c, framework.KubeReclaim(t), ports, stack.Options{Policy: pol, Extra: map[string][]string{
 		stack.Publisher: {"--period=" + period.String(), "--metrics-stale-after=" + metricsStaleAfter.String(),
 			"--refresh-interval=" + refreshInterval.String()},
 		stack.Webhook:  {"--stale-after=" + staleAfter.String()},
@@ -172,7 +152,7 @@ func (e *env) setNodeUsage(i int, u usage) error {
 func (e *env) waitPublished(t *testing.T, timeout time.Duration) {
 	t.Helper()
 	var missing []string
-	took, ok := pollUntil(timeout, time.Second, func() bool {
+	took, ok := framework.Poll(timeout, time.Second, func() bool {
 		vs, err := views(context.Background(), e.c, e.nodes)
 		if err != nil {
 			return false
@@ -180,8 +160,8 @@ func (e *env) waitPublished(t *testing.T, timeout time.Duration) {
 		missing = missing[:0]
 		for _, n := range e.nodes {
 			v := vs[n]
-			if !v.fresh.Fresh || v.ann.ZeroReason != "" || v.ann.CPUMilli == 0 || !v.statusMatchesAnnotation() {
-				missing = append(missing, fmt.Sprintf("%s (%s %s)", n, v.fresh.Reason, v.raw))
+			if !v.Fresh.Fresh || v.Ann.ZeroReason != "" || v.Ann.CPUMilli == 0 || !v.StatusMatchesAnnotation() {
+				missing = append(missing, fmt.Sprintf("%s (%s %s)", n, v.Fresh.Reason, v.Raw))
 			}
 		}
 		return len(missing) == 0
@@ -195,9 +175,9 @@ func (e *env) waitPublished(t *testing.T, timeout time.Duration) {
 // expectedMax is the most the usage policy may publish for a node whose
 // regular work uses u on top of the kwok node baseline:
 // allocatable x (1 - margin) - usage, never below zero.
-func (e *env) expectedMax(v nodeView, u usage) reclaimable.Resources {
-	cpu := v.allocCPU - marginOf(v.allocCPU, e.settings.CPU.Margin) - u.cpu - cluster.NodeBaselineCPUMilli
-	mem := v.allocMem - marginOf(v.allocMem, e.settings.Memory.Margin) - u.mem - cluster.NodeBaselineMemoryBytes
+func (e *env) expectedMax(v framework.NodeView, u usage) reclaimable.Resources {
+	cpu := v.AllocCPU - marginOf(v.AllocCPU, e.settings.CPU.Margin) - u.cpu - cluster.NodeBaselineCPUMilli
+	mem := v.AllocMem - marginOf(v.AllocMem, e.settings.Memory.Margin) - u.mem - cluster.NodeBaselineMemoryBytes
 	return reclaimable.Resources{CPUMilli: max(cpu, 0), MemoryBytes: max(mem, 0)}
 }
 
@@ -215,6 +195,18 @@ func (e *env) restartRole(t *testing.T, role string, extra ...string) {
 	if err := e.s.WaitReady(context.Background(), role, 90*time.Second); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// useNamespace creates ns for a subtest; when the subtest ends, its pods are
+// deleted and the stack is brought back as it started (after the subtest's
+// own cleanups, which run first).
+func (e *env) useNamespace(t *testing.T, ns string) {
+	t.Helper()
+	framework.CreateNamespace(t, e.c, ns)
+	t.Cleanup(func() {
+		framework.DeleteAllPods(t, e.c, ns)
+		e.ensureStack(t)
+	})
 }
 
 // ensureStack brings every role back as the stack started it, and

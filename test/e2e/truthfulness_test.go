@@ -141,12 +141,12 @@ func (e *env) testTruthfulness(t *testing.T) {
 			if !cur.reported.IsZero() && now.Sub(cur.reported) >= lagBudget {
 				tr.established = len(tr.levels) - 1
 			}
-			if v.ann == nil {
+			if v.Ann == nil {
 				violations++
-				t.Errorf("[%5.1fs] %s: no valid annotation: %q", now.Sub(start).Seconds(), n, v.raw)
+				t.Errorf("[%5.1fs] %s: no valid annotation: %q", now.Sub(start).Seconds(), n, v.Raw)
 				continue
 			}
-			pub := v.published()
+			pub := v.Published()
 			tolCPU := cpuRateTol + int64(decreaseThreshold*float64(pub.CPUMilli))
 			tolMem := memGaugeTol + int64(decreaseThreshold*float64(pub.MemoryBytes))
 			for _, l := range tr.levels {

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
 // TestLocalCluster checks the foundation every other integration test stands
@@ -63,7 +64,7 @@ func TestLocalCluster(t *testing.T) {
 		}
 		lastBeat := map[string]time.Time{}
 		for i := range list.Items {
-			lastBeat[list.Items[i].Name] = readyHeartbeat(&list.Items[i])
+			lastBeat[list.Items[i].Name] = framework.ReadyHeartbeat(&list.Items[i])
 		}
 		// Count the new resourceVersions that carry a new Ready heartbeat time:
 		// those come from kwok's status PATCH, not from the controller-manager.
@@ -79,7 +80,7 @@ func TestLocalCluster(t *testing.T) {
 			select {
 			case ev := <-w.ResultChan():
 				if n, ok := ev.Object.(*corev1.Node); ok && contains(nodes, n.Name) {
-					if hb := readyHeartbeat(n); hb.After(lastBeat[n.Name]) {
+					if hb := framework.ReadyHeartbeat(n); hb.After(lastBeat[n.Name]) {
 						advances[n.Name]++
 						lastBeat[n.Name] = hb
 					}
@@ -182,15 +183,6 @@ func TestLocalCluster(t *testing.T) {
 			t.Errorf("cluster directory %s still exists after Stop", dir)
 		}
 	})
-}
-
-func readyHeartbeat(n *corev1.Node) time.Time {
-	for _, c := range n.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.LastHeartbeatTime.Time
-		}
-	}
-	return time.Time{}
 }
 
 func createPod(t *testing.T, c *cluster.Cluster, ns, name, node string) {

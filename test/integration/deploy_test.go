@@ -31,6 +31,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/deploy"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
 // warningRecorder collects the Warning headers the apiserver returns (Pod
@@ -129,14 +130,14 @@ func installCRDs(t *testing.T, dyn dynamic.Interface, docs string) {
 		names = append(names, obj.GetName())
 	}
 	for _, name := range names {
-		_, ok := pollUntil(30*time.Second, 100*time.Millisecond, func() bool {
+		_, ok := framework.Poll(30*time.Second, 100*time.Millisecond, func() bool {
 			crd, err := dyn.Resource(crdResource).Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false
 			}
 			conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
 			for _, c := range conds {
-				m, _ := c.(map[string]interface{})
+				m, _ := c.(map[string]any)
 				if m["type"] == "Established" && m["status"] == "True" {
 					return true
 				}
@@ -188,7 +189,7 @@ func TestDeploy(t *testing.T) {
 			err     error
 		)
 		// A CRD created a moment ago may take a discovery refresh to show up.
-		if _, ok := pollUntil(20*time.Second, 200*time.Millisecond, func() bool {
+		if _, ok := framework.Poll(20*time.Second, 200*time.Millisecond, func() bool {
 			mapping, err = mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 			if err != nil {
 				mapper.Reset()

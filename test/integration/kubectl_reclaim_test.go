@@ -22,6 +22,7 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
 // TestKubectlReclaim runs the kubectl plugin against the real local cluster:
@@ -52,15 +53,9 @@ func TestKubectlReclaim(t *testing.T) {
 	t.Cleanup(func() { <-built })
 	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second})
 	const ns = "kubectl-reclaim"
-	mustNamespace(t, c, ns)
+	framework.CreateNamespace(t, c, ns)
 	spec := cluster.NodeSpec{NamePrefix: "cli", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
-	nodes, err := c.AddNodes(ctx, 2, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	nodes := framework.AddReadyNodes(t, c, 2, spec, time.Minute)
 	fresh, stale := nodes[0], nodes[1]
 
 	// The request policy for 16 cores / 64Gi with 10 cores / 40Gi requested
@@ -75,9 +70,9 @@ func TestKubectlReclaim(t *testing.T) {
 		}}
 	}
 	now := time.Now().UTC().Truncate(time.Second)
-	writeReclaimableAnnotation(t, c, fresh, reclaimable.Annotation{CPUMilli: 6000, MemoryBytes: 24 << 30, Policy: "request", Pool: "batch",
+	framework.SetAnnotation(t, c, fresh, reclaimable.Annotation{CPUMilli: 6000, MemoryBytes: 24 << 30, Policy: "request", Pool: "batch",
 		WriteTime: now, Explanation: &reclaimable.Explanation{CPU: expl(16000, 10000), Memory: expl(64<<30, 40<<30)}})
-	writeReclaimableAnnotation(t, c, stale, reclaimable.Annotation{CPUMilli: 3000, MemoryBytes: 8 << 30, Policy: "request",
+	framework.SetAnnotation(t, c, stale, reclaimable.Annotation{CPUMilli: 3000, MemoryBytes: 8 << 30, Policy: "request",
 		WriteTime: now.Add(-30 * time.Minute), Explanation: &reclaimable.Explanation{CPU: expl(16000, 13000), Memory: expl(64<<30, 56<<30)}})
 	// The publisher's status patch, so that -o wide has something to show.
 	status := fmt.Sprintf(`{"status":{"capacity":{%[1]q:"6000",%[2]q:"24Gi"},"allocatable":{%[1]q:"6000",%[2]q:"24Gi"}}}`, names.CPU, names.Memory)
@@ -88,8 +83,8 @@ func TestKubectlReclaim(t *testing.T) {
 	reclaimed := func(cpu, mem string) corev1.ResourceList {
 		return corev1.ResourceList{names.CPU: resource.MustParse(cpu), names.Memory: resource.MustParse(mem)}
 	}
-	mustCreatePod(t, c, podSpec(ns, "batch-1", fresh, nil, reclaimed("1500", "2Gi")))
-	mustCreatePod(t, c, podSpec(ns, "too-big", "", nil, reclaimed("100000", "1Gi")))
+	framework.CreatePod(t, c, podSpec(ns, "batch-1", fresh, nil, reclaimed("1500", "2Gi")))
+	framework.CreatePod(t, c, podSpec(ns, "too-big", "", nil, reclaimed("100000", "1Gi")))
 	if err := c.SetPodUsage(ctx, ns, "batch-1", "1", "1Gi"); err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +116,7 @@ func TestKubectlReclaim(t *testing.T) {
 		var l kubectlreclaim.NodeList
 		// Node usage is the kwok baseline plus the pod's 1 core / 1Gi, once
 		// metrics-server has scraped it.
-		took, ok := pollUntil(45*time.Second, time.Second, func() bool {
+		took, ok := framework.Poll(45*time.Second, time.Second, func() bool {
 			l = nodeList()
 			return len(l.Items) == 2 && l.Items[0].Usage != nil && l.Items[0].Usage.CPUMilli >= 1000 && l.Items[0].Usage.MemoryBytes >= 1<<30
 		})
@@ -234,7 +229,8 @@ func TestKubectlReclaim(t *testing.T) {
 
 	t.Run("pods shows where reclaimed pods run and why the others wait", func(t *testing.T) {
 		var out string
-		took, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
+		var err error
+		took, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
 			out, err = plugin("pods", "-n", ns)
 			return err == nil && strings.Contains(out, "Running") && strings.Contains(out, "Insufficient "+string(names.CPU))
 		})
@@ -326,20 +322,4 @@ func TestKubectlReclaim(t *testing.T) {
 			t.Errorf("--stale-after=1h did not make %s fresh", stale)
 		}
 	})
-}
-
-// writeReclaimableAnnotation writes the reclaimable annotation on a node.
-func writeReclaimableAnnotation(t *testing.T, c *cluster.Cluster, node string, a reclaimable.Annotation) {
-	t.Helper()
-	v, err := a.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.Annotation: v}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
 }

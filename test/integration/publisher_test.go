@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
 const (
@@ -50,16 +51,10 @@ func expectedUsagePolicy(allocCPU, allocMem int64, margin float64, cpuMilli, mem
 
 func TestPublisher(t *testing.T) {
 	ctx := context.Background()
-	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second, AuditPolicy: nodeWritesAuditPolicy})
-	mustNamespace(t, c, "kube-reclaim")
+	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second, AuditPolicy: framework.NodeWritesAuditPolicy})
+	framework.CreateNamespace(t, c, "kube-reclaim")
 	spec := cluster.NodeSpec{NamePrefix: "pub", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
-	nodes, err := c.AddNodes(ctx, 3, spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	nodes := framework.AddReadyNodes(t, c, 3, spec, time.Minute)
 	const allocCPU, allocMem = 16000, 64 << 30
 
 	// node 0: a regular pod using 2 cores / 4 GiB.
@@ -68,10 +63,10 @@ func TestPublisher(t *testing.T) {
 	//         the reclaimed pod's usage must not count against the node.
 	regular := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	reclaimedReq := corev1.ResourceList{names.CPU: resource.MustParse("1000"), names.Memory: resource.MustParse("1Gi")}
-	mustCreatePod(t, c, podSpec("default", "reg-0", nodes[0], regular, nil))
-	mustCreatePod(t, c, podSpec("default", "reg-1", nodes[1], regular, nil))
-	mustCreatePod(t, c, podSpec("default", "rec-2", nodes[2], nil, reclaimedReq))
-	mustCreatePod(t, c, podSpec("default", "reg-2", nodes[2], regular, nil))
+	framework.CreatePod(t, c, podSpec("default", "reg-0", nodes[0], regular, nil))
+	framework.CreatePod(t, c, podSpec("default", "reg-1", nodes[1], regular, nil))
+	framework.CreatePod(t, c, podSpec("default", "rec-2", nodes[2], nil, reclaimedReq))
+	framework.CreatePod(t, c, podSpec("default", "reg-2", nodes[2], regular, nil))
 	for _, u := range []struct{ pod, cpu, mem string }{
 		{"reg-0", "2", "4Gi"}, {"reg-1", "6", "1Gi"}, {"rec-2", "3", "2Gi"}, {"reg-2", "1", "1Gi"},
 	} {
@@ -90,7 +85,7 @@ func TestPublisher(t *testing.T) {
 			"--leader-elect-lease-duration=" + pubLease.String(), "--leader-elect-renew-deadline=" + pubRenew.String(),
 			"--leader-elect-retry-period=" + pubRetry.String(), "--leader-elect-identity=" + id}
 	}
-	pubA := startRole(t, c, "publisher-a", "publisher", pubArgs("publisher-a")...)
+	pubA := framework.StartRole(t, c, "publisher-a", "publisher", pubArgs("publisher-a")...)
 
 	type want struct{ cpu, mem int64 }
 	expect := map[string]want{}
@@ -102,20 +97,36 @@ func TestPublisher(t *testing.T) {
 	// millicores of rate noise. Memory is a gauge: allow a MiB.
 	near := func(got, want, tol int64) bool { return got >= want-tol && got <= want+tol }
 	matches := func(node string, w want) (bool, string) {
-		a, st := published(t, c, node)
-		if a == nil {
+		v := view(t, c, node)
+		if v.Ann == nil {
 			return false, "no annotation"
 		}
-		desc := fmt.Sprintf("annotation cpu=%d mem=%d, capacity %+v, allocatable %+v, want cpu=%d mem=%d", a.CPUMilli, a.MemoryBytes, st[0], st[1], w.cpu, w.mem)
-		ok := near(a.CPUMilli, w.cpu, 20) && near(a.MemoryBytes, w.mem, 1<<20) &&
-			st[0] == st[1] && st[0].CPUMilli == a.CPUMilli && st[0].MemoryBytes == a.MemoryBytes
-		return ok, desc
+		desc := fmt.Sprintf("annotation cpu=%d mem=%d, capacity %+v, allocatable %+v, want cpu=%d mem=%d",
+			v.Ann.CPUMilli, v.Ann.MemoryBytes, v.Capacity, v.Allocatable, w.cpu, w.mem)
+		return near(v.Ann.CPUMilli, w.cpu, 20) && near(v.Ann.MemoryBytes, w.mem, 1<<20) && v.StatusMatchesAnnotation(), desc
+	}
+	// publisherWrites counts the publisher's completed writes to each node
+	// (metadata: the annotation) and to its status, from the audit log.
+	type writes struct{ annotation, status map[string]int }
+	publisherWrites := func(from, to time.Time) writes {
+		w := writes{annotation: map[string]int{}, status: map[string]int{}}
+		for _, e := range framework.NodeWrites(t, c, from, to) {
+			if !strings.HasPrefix(e.UserAgent, "kube-reclaim-publisher") {
+				continue
+			}
+			if e.ObjectRef.Subresource == "status" {
+				w.status[e.ObjectRef.Name]++
+			} else {
+				w.annotation[e.ObjectRef.Name]++
+			}
+		}
+		return w
 	}
 
 	t.Run("published values match the usage formula and land equal in capacity and allocatable", func(t *testing.T) {
 		for _, n := range nodes {
 			var desc string
-			took, ok := pollUntil(3*time.Minute, time.Second, func() bool {
+			took, ok := framework.Poll(3*time.Minute, time.Second, func() bool {
 				var ok bool
 				ok, desc = matches(n, expect[n])
 				return ok
@@ -131,7 +142,7 @@ func TestPublisher(t *testing.T) {
 		if err := c.SetPodUsage(ctx, "default", "reg-0", "5", "4Gi"); err != nil {
 			t.Fatal(err)
 		}
-		_, ok := pollUntil(90*time.Second, 500*time.Millisecond, func() bool {
+		_, ok := framework.Poll(90*time.Second, 500*time.Millisecond, func() bool {
 			m, err := c.Metrics.MetricsV1beta1().NodeMetricses().Get(ctx, nodes[0], metav1.GetOptions{})
 			return err == nil && m.Usage.Cpu().MilliValue() >= 4900
 		})
@@ -140,7 +151,7 @@ func TestPublisher(t *testing.T) {
 		}
 		wantCPU, wantMem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 5000, 4<<30)
 		var desc string
-		took, ok := pollUntil(3*pubPeriod, 200*time.Millisecond, func() bool {
+		took, ok := framework.Poll(3*pubPeriod, 200*time.Millisecond, func() bool {
 			var ok bool
 			ok, desc = matches(nodes[0], want{wantCPU, wantMem})
 			return ok
@@ -156,23 +167,54 @@ func TestPublisher(t *testing.T) {
 	})
 
 	t.Run("constant usage writes node status at most twice in three minutes", func(t *testing.T) {
+		// The audit log is read at every period. In the window the publisher
+		// must go on refreshing every annotation (--refresh-interval 2m), which
+		// the same reading must see: a dead publisher or a reading that misses
+		// its writes would otherwise pass. After the window, status emptied by
+		// hand is a deliberate mismatch whose status write it must see too.
+		const window = 3 * time.Minute
 		since := time.Now()
-		time.Sleep(3 * time.Minute)
-		counts := map[string]int{}
-		for _, e := range auditEvents(t, c.AuditLogPath()) {
-			if e.ObjectRef.Subresource == "status" && e.Stage == "ResponseComplete" &&
-				strings.HasPrefix(e.UserAgent, "kube-reclaim-publisher") && e.StageTimestamp.After(since) {
-				counts[e.ObjectRef.Name]++
-			}
-		}
-		t.Logf("publisher status writes per node over 3 minutes: %v", counts)
-		for _, n := range nodes {
-			if counts[n] > 2 {
-				t.Errorf("node %s: %d status writes in 3 minutes of constant usage, want <= 2", n, counts[n])
-			}
-		}
-		if a, _ := published(t, c, nodes[1]); a == nil || time.Since(a.WriteTime) > 2*time.Minute+2*pubPeriod {
-			t.Errorf("annotation not refreshed within the refresh interval: %+v", a)
+		end := since.Add(window)
+		controlNode := nodes[0]
+		var emptied time.Time
+		var last writes
+		r := framework.ExpectAbsence(t, framework.Absence{Window: window, Every: pubPeriod,
+			Control: func() error {
+				emptied = time.Now()
+				framework.ClearReclaimedStatus(t, c, controlNode)
+				return nil
+			},
+			ControlAt:     window,
+			ControlWithin: 2*pubPeriod + framework.AuditFlush,
+			Look: func(elapsed time.Duration) ([]string, bool) {
+				now := time.Now()
+				to := now
+				if to.After(end) {
+					to = end
+				}
+				last = publisherWrites(since, to)
+				var v []string
+				for _, n := range nodes {
+					if last.status[n] > 2 {
+						v = append(v, fmt.Sprintf("node %s: %d publisher status writes with constant usage", n, last.status[n]))
+					}
+				}
+				if emptied.IsZero() {
+					return v, false
+				}
+				refreshed := true
+				for _, n := range nodes {
+					refreshed = refreshed && last.annotation[n] > 0
+				}
+				if !refreshed {
+					v = append(v, fmt.Sprintf("not every annotation refreshed during the window: %v", last.annotation))
+				}
+				return v, publisherWrites(emptied, now).status[controlNode] > 0
+			}})
+		t.Logf("%d looks over %s: publisher status writes per node %v, annotation refreshes %v; status emptied by hand on %s rewritten after %s",
+			r.Looks, window, last.status, last.annotation, controlNode, (r.ControlSeen - r.ControlRan).Round(100*time.Millisecond))
+		if ok, desc := matches(controlNode, expect[controlNode]); !ok {
+			t.Errorf("node %s did not get its values back in status: %s", controlNode, desc)
 		}
 	})
 
@@ -189,21 +231,21 @@ func TestPublisher(t *testing.T) {
 		cpu, _ := expectedUsagePolicy(allocCPU, allocMem, 0.5, 6000, 1<<30)
 		_, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 6000, 1<<30)
 		var desc string
-		if _, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
+		if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
 			var ok bool
 			ok, desc = matches(nodes[1], want{cpu, mem})
 			return ok
 		}); !ok {
 			t.Fatalf("pool margin not applied: %s", desc)
 		}
-		if a, _ := published(t, c, nodes[1]); a.Pool != "tight" {
-			t.Errorf("annotation pool = %q, want tight", a.Pool)
+		if v := view(t, c, nodes[1]); v.Ann.Pool != "tight" {
+			t.Errorf("annotation pool = %q, want tight", v.Ann.Pool)
 		}
 		if err := os.WriteFile(cfgFile, []byte("default:\n  policy: nonsense\n  cpu: {margin: 7}\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		var ev *corev1.Event
-		if _, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
+		if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
 			list, err := c.Client.CoreV1().Events("kube-reclaim").List(ctx, metav1.ListOptions{})
 			if err != nil {
 				return false
@@ -221,17 +263,26 @@ func TestPublisher(t *testing.T) {
 		if !strings.Contains(ev.Message, "nonsense") || !strings.Contains(ev.Message, "margin") {
 			t.Errorf("event message does not name the problems: %q", ev.Message)
 		}
-		if pubA.metric(t, "kube_reclaim_publisher_config_reloads_total", `result="error"`) < 1 {
+		if pubA.Metric(t, "kube_reclaim_publisher_config_reloads_total", "result", "error") < 1 {
 			t.Error("config_reloads_total{result=error} not incremented")
 		}
-		// Several periods later the old pool policy is still in force.
-		time.Sleep(3 * pubPeriod)
-		if ok, desc := matches(nodes[1], want{cpu, mem}); !ok {
-			t.Errorf("policy changed after a broken file: %s", desc)
-		}
-		if ok, desc := matches(nodes[0], expect[nodes[0]]); !ok {
-			t.Errorf("default policy changed after a broken file: %s", desc)
-		}
+		// For three periods the old pool policy stays in force, looked at
+		// every period; the publisher's cycle count, read at the same looks,
+		// must show it evaluated the nodes with the broken file in place.
+		cycles0 := pubA.Metric(t, "kube_reclaim_publisher_cycle_duration_seconds_count")
+		r := framework.ExpectAbsence(t, framework.Absence{Window: 3 * pubPeriod, Every: pubPeriod,
+			Look: func(time.Duration) ([]string, bool) {
+				var v []string
+				if ok, desc := matches(nodes[1], want{cpu, mem}); !ok {
+					v = append(v, "policy changed after a broken file: "+desc)
+				}
+				if ok, desc := matches(nodes[0], expect[nodes[0]]); !ok {
+					v = append(v, "default policy changed after a broken file: "+desc)
+				}
+				return v, pubA.Metric(t, "kube_reclaim_publisher_cycle_duration_seconds_count")-cycles0 >= 2
+			}})
+		t.Logf("old policy in force at %d looks over %s; the publisher ran %v cycles meanwhile", r.Looks, 3*pubPeriod,
+			pubA.Metric(t, "kube_reclaim_publisher_cycle_duration_seconds_count")-cycles0)
 		// Mend the file: a replica started from now on must be able to load it.
 		if err := os.WriteFile(cfgFile, []byte(pubPolicy), 0o644); err != nil {
 			t.Fatal(err)
@@ -239,19 +290,36 @@ func TestPublisher(t *testing.T) {
 	})
 
 	t.Run("only the leader writes; a killed leader is replaced within the lease duration", func(t *testing.T) {
-		pubB := startRole(t, c, "publisher-b", "publisher", pubArgs("publisher-b")...)
-		time.Sleep(2 * pubPeriod)
-		if got := pubB.metric(t, "kube_reclaim_publisher_writes_total"); got != 0 {
-			t.Errorf("standby publisher wrote %v times", got)
+		pubB := framework.StartRole(t, c, "publisher-b", "publisher", pubArgs("publisher-b")...)
+		// For two periods the standby writes nothing, looked at every second.
+		// The control: status emptied by hand on a node is a write due, which
+		// the same reading of the leader's metrics must see it make.
+		statusWrites0 := pubA.Metric(t, "kube_reclaim_publisher_writes_total", "kind", "status")
+		r := framework.ExpectAbsence(t, framework.Absence{Window: 2 * pubPeriod, Every: time.Second,
+			Control: func() error {
+				framework.ClearReclaimedStatus(t, c, nodes[0])
+				return nil
+			},
+			Look: func(time.Duration) ([]string, bool) {
+				var v []string
+				if got := pubB.Metric(t, "kube_reclaim_publisher_writes_total"); got != 0 {
+					v = append(v, fmt.Sprintf("standby publisher wrote %v times", got))
+				}
+				if pubB.Metric(t, "kube_reclaim_publisher_is_leader") != 0 || pubA.Metric(t, "kube_reclaim_publisher_is_leader") != 1 {
+					v = append(v, "publisher-a should lead and publisher-b follow")
+				}
+				return v, pubA.Metric(t, "kube_reclaim_publisher_writes_total", "kind", "status") > statusWrites0
+			}})
+		if t.Failed() {
+			t.FailNow()
 		}
-		if pubB.metric(t, "kube_reclaim_publisher_is_leader") != 0 || pubA.metric(t, "kube_reclaim_publisher_is_leader") != 1 {
-			t.Fatal("publisher-a should lead and publisher-b follow")
-		}
+		t.Logf("standby wrote nothing at %d looks over %s; the leader repaired the emptied status %.1fs into the window",
+			r.Looks, 2*pubPeriod, r.ControlSeen.Seconds())
 		if err := c.KillComponent("publisher-a"); err != nil {
 			t.Fatal(err)
 		}
 		killed := time.Now()
-		took, ok := pollUntil(3*pubLease, 200*time.Millisecond, func() bool {
+		took, ok := framework.Poll(3*pubLease, 200*time.Millisecond, func() bool {
 			l, err := c.Client.CoordinationV1().Leases("kube-reclaim").Get(ctx, "kube-reclaim-publisher", metav1.GetOptions{})
 			return err == nil && holder(l) == "publisher-b"
 		})
@@ -268,14 +336,14 @@ func TestPublisher(t *testing.T) {
 		}
 		cpu, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 2000, 1<<30)
 		var desc string
-		if _, ok := pollUntil(90*time.Second, time.Second, func() bool {
+		if _, ok := framework.Poll(90*time.Second, time.Second, func() bool {
 			var ok bool
 			ok, desc = matches(nodes[2], want{cpu, mem})
 			return ok
 		}); !ok {
 			t.Fatalf("new leader did not publish the change: %s", desc)
 		}
-		if pubB.metric(t, "kube_reclaim_publisher_writes_total", `kind="annotation"`) < 1 {
+		if pubB.Metric(t, "kube_reclaim_publisher_writes_total", "kind", "annotation") < 1 {
 			t.Error("publisher-b has no annotation writes after taking over")
 		}
 		_ = killed
@@ -287,28 +355,28 @@ func TestPublisher(t *testing.T) {
 		}
 		bound := pubMetricsStale + 2*pubPeriod
 		for _, n := range nodes {
-			took, ok := pollUntil(bound+10*time.Second, 500*time.Millisecond, func() bool {
-				a, st := published(t, c, n)
-				return a != nil && a.CPUMilli == 0 && a.MemoryBytes == 0 && st[0].CPUMilli == 0 && st[1].MemoryBytes == 0
+			took, ok := framework.Poll(bound+10*time.Second, 500*time.Millisecond, func() bool {
+				v := view(t, c, n)
+				return v.Ann != nil && v.Ann.CPUMilli == 0 && v.Ann.MemoryBytes == 0 && v.HasStatus && v.Capacity.IsZero() && v.Allocatable.IsZero()
 			})
 			if !ok {
-				a, st := published(t, c, n)
-				t.Fatalf("node %s not zero: %+v %+v", n, a, st)
+				v := view(t, c, n)
+				t.Fatalf("node %s not zero: annotation %s, capacity %+v, allocatable %+v", n, v.Raw, v.Capacity, v.Allocatable)
 			}
 			if took > bound {
 				t.Errorf("node %s: zero after %s, want <= %s", n, took, bound)
 			}
-			if a, _ := published(t, c, n); a.ZeroReason != "metrics-stale" {
-				t.Errorf("node %s zero reason %q, want metrics-stale", n, a.ZeroReason)
+			if v := view(t, c, n); v.Ann.ZeroReason != "metrics-stale" {
+				t.Errorf("node %s zero reason %q, want metrics-stale", n, v.Ann.ZeroReason)
 			}
 		}
 		if err := c.StartComponent(cluster.MetricsServer); err != nil {
 			t.Fatal(err)
 		}
 		for _, n := range nodes {
-			if _, ok := pollUntil(2*time.Minute, time.Second, func() bool {
-				a, _ := published(t, c, n)
-				return a != nil && a.CPUMilli > 0 && a.MemoryBytes > 0
+			if _, ok := framework.Poll(2*time.Minute, time.Second, func() bool {
+				v := view(t, c, n)
+				return v.Ann != nil && v.Ann.CPUMilli > 0 && v.Ann.MemoryBytes > 0
 			}); !ok {
 				t.Fatalf("node %s did not recover after metrics-server came back", n)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,37 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
-
-// setAnnotation writes the reclaimable annotation the way the publisher does
-// (a metadata patch, which the webhook does not intercept).
-func setAnnotation(t *testing.T, c *cluster.Cluster, node string, a reclaimable.Annotation) {
-	t.Helper()
-	v, err := a.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	patchNode(t, c, node, map[string]interface{}{"metadata": map[string]interface{}{"annotations": map[string]interface{}{names.Annotation: v}}})
-}
-
-func patchNode(t *testing.T, c *cluster.Cluster, node string, patch map[string]interface{}, subresources ...string) {
-	t.Helper()
-	body, err := json.Marshal(patch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := c.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, body, metav1.PatchOptions{}, subresources...); err != nil {
-		t.Fatal(err)
-	}
-}
 
 // waitHeartbeat waits for the node's next kwok heartbeat (a new Ready
 // heartbeat time) after now, and returns the node as stored after it.
@@ -52,15 +28,15 @@ func waitHeartbeat(t *testing.T, c *cluster.Cluster, node string, timeout time.D
 	if err != nil {
 		t.Fatal(err)
 	}
-	last := readyHeartbeat(n0)
+	last := framework.ReadyHeartbeat(n0)
 	var got *corev1.Node
-	if _, ok := pollUntil(timeout, 250*time.Millisecond, func() bool {
+	if _, ok := framework.Poll(timeout, 250*time.Millisecond, func() bool {
 		n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
 		got = n
-		return readyHeartbeat(n).After(last)
+		return framework.ReadyHeartbeat(n).After(last)
 	}); !ok {
 		t.Fatalf("node %s: no heartbeat within %s", node, timeout)
 	}
@@ -83,7 +59,7 @@ func assertInjected(t *testing.T, n *corev1.Node, cpu, mem int64) {
 
 // startWebhook serves the webhook with a certificate from the cluster CA and
 // registers it for nodes/status (failurePolicy Ignore, timeout 2s).
-func startWebhook(t *testing.T, c *cluster.Cluster, certDir string, port int, extra ...string) *role {
+func startWebhook(t *testing.T, c *cluster.Cluster, certDir string, port int, extra ...string) *framework.Role {
 	t.Helper()
 	kp, err := c.CA().ServingCert("kube-reclaim-webhook")
 	if err != nil {
@@ -95,19 +71,13 @@ func startWebhook(t *testing.T, c *cluster.Cluster, certDir string, port int, ex
 	}
 	args := append([]string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--tls-cert-file=" + certFile,
 		"--tls-private-key-file=" + keyFile, "--tls-reload-interval=1s"}, extra...)
-	return startRole(t, c, "webhook", "webhook", args...)
+	return framework.StartRole(t, c, "webhook", "webhook", args...)
 }
 
 func TestWebhook(t *testing.T) {
 	ctx := context.Background()
 	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: 4 * time.Second, NoMetricsServer: true})
-	nodes, err := c.AddNodes(ctx, 3, cluster.NodeSpec{NamePrefix: "wh", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	nodes := framework.AddReadyNodes(t, c, 3, cluster.NodeSpec{NamePrefix: "wh", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, time.Minute)
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -122,24 +92,21 @@ func TestWebhook(t *testing.T) {
 	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
 
 	t.Run("a fresh annotation lands equal in capacity and allocatable on the next heartbeat and survives removal", func(t *testing.T) {
-		setAnnotation(t, c, nodes[0], reclaimable.Annotation{CPUMilli: 3000, MemoryBytes: 2 << 30, Policy: "usage", WriteTime: time.Now()})
+		framework.SetAnnotation(t, c, nodes[0], reclaimable.Annotation{CPUMilli: 3000, MemoryBytes: 2 << 30, Policy: "usage", WriteTime: time.Now()})
 		n := waitHeartbeat(t, c, nodes[0], heartbeat)
 		assertInjected(t, n, 3000, 2<<30)
 		// Remove the values by hand, as kubelet re-registration would zero them.
-		patchNode(t, c, nodes[0], map[string]interface{}{"status": map[string]interface{}{
-			"capacity":    map[string]interface{}{string(names.CPU): nil, string(names.Memory): nil},
-			"allocatable": map[string]interface{}{string(names.CPU): nil, string(names.Memory): nil},
-		}}, "status")
+		framework.ClearReclaimedStatus(t, c, nodes[0])
 		n = waitHeartbeat(t, c, nodes[0], heartbeat)
 		assertInjected(t, n, 3000, 2<<30)
 	})
 
 	t.Run("a stale annotation turns into zero on the next heartbeat", func(t *testing.T) {
-		setAnnotation(t, c, nodes[1], reclaimable.Annotation{CPUMilli: 5000, MemoryBytes: 1 << 30, Policy: "usage", WriteTime: time.Now()})
+		framework.SetAnnotation(t, c, nodes[1], reclaimable.Annotation{CPUMilli: 5000, MemoryBytes: 1 << 30, Policy: "usage", WriteTime: time.Now()})
 		assertInjected(t, waitHeartbeat(t, c, nodes[1], heartbeat), 5000, 1<<30)
-		setAnnotation(t, c, nodes[1], reclaimable.Annotation{CPUMilli: 5000, MemoryBytes: 1 << 30, Policy: "usage", WriteTime: time.Now().Add(-2 * time.Minute)})
+		framework.SetAnnotation(t, c, nodes[1], reclaimable.Annotation{CPUMilli: 5000, MemoryBytes: 1 << 30, Policy: "usage", WriteTime: time.Now().Add(-2 * time.Minute)})
 		assertInjected(t, waitHeartbeat(t, c, nodes[1], heartbeat), 0, 0)
-		if wh.metric(t, "kube_reclaim_webhook_stale_injections_total", `reason="annotation-too-old"`) < 1 {
+		if wh.Metric(t, "kube_reclaim_webhook_stale_injections_total", "reason", "annotation-too-old") < 1 {
 			t.Error("stale injection not counted")
 		}
 	})
@@ -174,7 +141,7 @@ func TestWebhook(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		took, ok := pollUntil(60*time.Second, 500*time.Millisecond, func() bool { return serial() == kp.Cert.SerialNumber.String() })
+		took, ok := framework.Poll(60*time.Second, 500*time.Millisecond, func() bool { return serial() == kp.Cert.SerialNumber.String() })
 		if !ok {
 			t.Fatalf("still serving serial %s, want %s", serial(), kp.Cert.SerialNumber)
 		}
@@ -183,7 +150,7 @@ func TestWebhook(t *testing.T) {
 			t.Error("a TLS 1.1 client was accepted")
 		}
 		// The apiserver still reaches the webhook with the rotated certificate.
-		setAnnotation(t, c, nodes[0], reclaimable.Annotation{CPUMilli: 3100, MemoryBytes: 2 << 30, Policy: "usage", WriteTime: time.Now()})
+		framework.SetAnnotation(t, c, nodes[0], reclaimable.Annotation{CPUMilli: 3100, MemoryBytes: 2 << 30, Policy: "usage", WriteTime: time.Now()})
 		assertInjected(t, waitHeartbeat(t, c, nodes[0], heartbeat), 3100, 2<<30)
 	})
 
@@ -204,7 +171,7 @@ func TestWebhook(t *testing.T) {
 				if !cluster.NodeReady(n) {
 					t.Errorf("node %s not Ready while the webhook is down", n.Name)
 				}
-				if hb := readyHeartbeat(n); hb.After(last[n.Name]) {
+				if hb := framework.ReadyHeartbeat(n); hb.After(last[n.Name]) {
 					if !last[n.Name].IsZero() {
 						beats[n.Name]++
 					}
@@ -222,13 +189,13 @@ func TestWebhook(t *testing.T) {
 		if err := c.StartComponent("webhook"); err != nil {
 			t.Fatal(err)
 		}
-		wh.waitReady(t, 30*time.Second)
-		setAnnotation(t, c, nodes[2], reclaimable.Annotation{CPUMilli: 7000, MemoryBytes: 3 << 30, Policy: "usage", WriteTime: time.Now()})
+		wh.WaitReady(t, 30*time.Second)
+		framework.SetAnnotation(t, c, nodes[2], reclaimable.Annotation{CPUMilli: 7000, MemoryBytes: 3 << 30, Policy: "usage", WriteTime: time.Now()})
 		assertInjected(t, waitHeartbeat(t, c, nodes[2], heartbeat), 7000, 3<<30)
 	})
 
 	t.Run("native oversell multiplies allocatable once, whatever writes status, and removing the ratio restores it", func(t *testing.T) {
-		patchNode(t, c, nodes[2], map[string]interface{}{"metadata": map[string]interface{}{"labels": map[string]interface{}{names.CPURatio: "1.5"}}})
+		framework.MustPatchNode(t, c, nodes[2], map[string]any{"metadata": map[string]any{"labels": map[string]any{names.CPURatio: "1.5"}}})
 		// Ten heartbeats (conditions-only patches carrying the stored, already
 		// inflated allocatable) must not compound.
 		for i := 0; i < 10; i++ {
@@ -253,7 +220,7 @@ func TestWebhook(t *testing.T) {
 		if got := n.Status.Capacity.Cpu().MilliValue(); got != 16000 {
 			t.Errorf("capacity changed to %dm", got)
 		}
-		patchNode(t, c, nodes[2], map[string]interface{}{"metadata": map[string]interface{}{"labels": map[string]interface{}{names.CPURatio: nil}}})
+		framework.MustPatchNode(t, c, nodes[2], map[string]any{"metadata": map[string]any{"labels": map[string]any{names.CPURatio: nil}}})
 		n = waitHeartbeat(t, c, nodes[2], heartbeat)
 		if got := n.Status.Allocatable.Cpu().MilliValue(); got != 15000 {
 			t.Errorf("after removing the ratio: allocatable cpu %dm, want the raw 15000m", got)
@@ -274,11 +241,11 @@ func TestWebhook(t *testing.T) {
 		if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, ss, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		sr := startRole(t, c, "webhook-self-signed", "webhook", fmt.Sprintf("--listen-address=127.0.0.1:%d", ssPort),
+		sr := framework.StartRole(t, c, "webhook-self-signed", "webhook", fmt.Sprintf("--listen-address=127.0.0.1:%d", ssPort),
 			"--self-signed", "--webhook-configuration-name="+name, "--extra-sans=127.0.0.1", "--publisher-lease-name=")
-		if _, ok := pollUntil(30*time.Second, 500*time.Millisecond, func() bool {
+		if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
 			got, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) || err != nil {
+			if err != nil {
 				return false
 			}
 			for _, w := range got.Webhooks {
@@ -291,8 +258,8 @@ func TestWebhook(t *testing.T) {
 			t.Fatal("caBundle not patched")
 		}
 		waitHeartbeat(t, c, nodes[0], heartbeat)
-		if _, ok := pollUntil(heartbeat, 500*time.Millisecond, func() bool {
-			return sr.metric(t, "kube_reclaim_webhook_review_duration_seconds_count") > 0
+		if _, ok := framework.Poll(heartbeat, 500*time.Millisecond, func() bool {
+			return sr.Metric(t, "kube_reclaim_webhook_review_duration_seconds_count") > 0
 		}); !ok {
 			t.Fatal("the apiserver never called the self-signed webhook")
 		}

@@ -8,7 +8,6 @@ package stack
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -20,6 +19,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-reclaim/kube-reclaim/deploy"
 	"github.com/kube-reclaim/kube-reclaim/extender"
@@ -252,23 +252,30 @@ func (s *Stack) HealthPort(role string) int {
 
 // WaitReady waits for the role's /readyz.
 func (s *Stack) WaitReady(ctx context.Context, role string, timeout time.Duration) error {
-	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", s.HealthPort(role))
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		p := s.c.Process(role)
-		if p == nil || !p.Running() {
-			return fmt.Errorf("%s exited:\n%s", role, tail(p))
+	return WaitReadyz(ctx, s.c, role, s.HealthPort(role), timeout)
+}
+
+// WaitReadyz waits until the process name of c answers /readyz on
+// 127.0.0.1:port; it gives up at once, with the tail of its log, when the
+// process exits.
+func WaitReadyz(ctx context.Context, c *cluster.Cluster, name string, port int, timeout time.Duration) error {
+	url := fmt.Sprintf("http://127.0.0.1:%d/readyz", port)
+	var exited error
+	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		if p := c.Process(name); p == nil || !p.Running() {
+			exited = fmt.Errorf("%s exited:\n%s", name, tail(p))
+			return false, exited
 		}
-		if ok, _ := httpOK(ctx, url); ok {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		ok, _ := httpOK(ctx, url)
+		return ok, nil
+	})
+	switch {
+	case exited != nil:
+		return exited
+	case err != nil:
+		return fmt.Errorf("%s not ready within %s: %w\n%s", name, timeout, err, tail(c.Process(name)))
 	}
-	return errors.New(role + " not ready in time:\n" + tail(s.c.Process(role)))
+	return nil
 }
 
 func tail(p *cluster.Process) string {

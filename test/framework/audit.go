@@ -1,0 +1,76 @@
+package framework
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+)
+
+// NodeWritesAuditPolicy records every write to nodes and nodes/status, for
+// cluster.Options.AuditPolicy.
+const NodeWritesAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  resources:
+  - group: ""
+    resources: ["nodes", "nodes/status"]
+  verbs: ["patch", "update"]
+- level: None
+`
+
+// AuditFlush is how long the apiserver may hold an event before writing it
+// (test/cluster runs the audit log in batches of at most a second).
+const AuditFlush = 2 * time.Second
+
+// AuditEvent is the part of an apiserver audit event (audit.k8s.io/v1) the
+// tests read.
+type AuditEvent struct {
+	Verb      string `json:"verb"`
+	Stage     string `json:"stage"`
+	UserAgent string `json:"userAgent"`
+	ObjectRef struct {
+		Resource    string `json:"resource"`
+		Subresource string `json:"subresource"`
+		Name        string `json:"name"`
+	} `json:"objectRef"`
+	ResponseStatus struct {
+		Code    int    `json:"code"`
+		Message string `json:"message"`
+	} `json:"responseStatus"`
+	StageTimestamp time.Time `json:"stageTimestamp"`
+}
+
+// NodeWrites reads the audit log of c: the completed writes to nodes (and
+// their subresources) stamped in [from, to].
+func NodeWrites(t testing.TB, c *cluster.Cluster, from, to time.Time) []AuditEvent {
+	t.Helper()
+	f, err := os.Open(c.AuditLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []AuditEvent
+	dec := json.NewDecoder(f)
+	for {
+		var e AuditEvent
+		if err := dec.Decode(&e); err != nil {
+			// io.EOF, or the apiserver is writing the last line right now.
+			if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+				t.Logf("audit log: stopped at %v", err)
+			}
+			break
+		}
+		if e.Stage == "ResponseComplete" && e.ObjectRef.Resource == "nodes" &&
+			!e.StageTimestamp.Before(from) && !e.StageTimestamp.After(to) {
+			out = append(out, e)
+		}
+	}
+	return out
+}

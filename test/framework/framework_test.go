@@ -1,0 +1,125 @@
+package framework
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const exposition = `# HELP kube_reclaim_publisher_writes_total API writes.
+# TYPE kube_reclaim_publisher_writes_total counter
+kube_reclaim_publisher_writes_total{kind="annotation",reason="initial"} 3
+kube_reclaim_publisher_writes_total{kind="annotation",reason="refresh"} 4
+kube_reclaim_publisher_writes_total{kind="status",reason="initial"} 5
+# HELP kube_reclaim_publisher_is_leader 1 while leading.
+# TYPE kube_reclaim_publisher_is_leader gauge
+kube_reclaim_publisher_is_leader 1
+# HELP kube_reclaim_webhook_review_duration_seconds Review latency.
+# TYPE kube_reclaim_webhook_review_duration_seconds histogram
+kube_reclaim_webhook_review_duration_seconds_bucket{le="0.1"} 6
+kube_reclaim_webhook_review_duration_seconds_bucket{le="+Inf"} 7
+kube_reclaim_webhook_review_duration_seconds_sum 0.5
+kube_reclaim_webhook_review_duration_seconds_count 7
+`
+
+func TestSumSamplesAddsTheSeriesWhoseLabelsMatch(t *testing.T) {
+	cases := []struct {
+		name   string
+		metric string
+		labels []string
+		want   float64
+	}{
+		{"every series of a counter", "kube_reclaim_publisher_writes_total", nil, 12},
+		{"one label", "kube_reclaim_publisher_writes_total", []string{"kind", "annotation"}, 7},
+		{"two labels", "kube_reclaim_publisher_writes_total", []string{"kind", "annotation", "reason", "refresh"}, 4},
+		{"a label value no series has", "kube_reclaim_publisher_writes_total", []string{"kind", "lease"}, 0},
+		{"a gauge", "kube_reclaim_publisher_is_leader", nil, 1},
+		{"a histogram's count", "kube_reclaim_webhook_review_duration_seconds_count", nil, 7},
+		{"a histogram's sum", "kube_reclaim_webhook_review_duration_seconds_sum", nil, 0.5},
+		{"an absent metric", "kube_reclaim_extender_binds_total", nil, 0},
+		{"a prefix of a metric name is another metric", "kube_reclaim_publisher_writes", nil, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := SumSamples(strings.NewReader(exposition), tc.metric, tc.labels...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestSumSamplesRejectsUnpairedLabelsAndBrokenText(t *testing.T) {
+	if _, err := SumSamples(strings.NewReader(exposition), "kube_reclaim_publisher_writes_total", "kind"); err == nil {
+		t.Error("an odd number of label arguments was accepted")
+	}
+	if _, err := SumSamples(strings.NewReader("metric{kind=\"a\" 1\n"), "metric"); err == nil {
+		t.Error("a broken exposition was accepted")
+	}
+}
+
+func TestAbsenceReportsWhatItsLooksSaw(t *testing.T) {
+	const window, every = 300 * time.Millisecond, 50 * time.Millisecond
+	cases := []struct {
+		name string
+		// look sees a violation from violateAt on (never when 0) and the
+		// control from controlAt on (never when 0).
+		violateAt, controlAt time.Duration
+		wantErr              []string
+	}{
+		{"nothing forbidden and the control seen", 0, 100 * time.Millisecond, nil},
+		{"a forbidden event seen at any look fails", 150 * time.Millisecond, 50 * time.Millisecond, []string{"forbidden"}},
+		{"a control no look saw fails even without forbidden events", 0, 0, []string{"positive control"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := Absence{Window: window, Every: every, Look: func(elapsed time.Duration) ([]string, bool) {
+				var v []string
+				if tc.violateAt > 0 && elapsed >= tc.violateAt {
+					v = append(v, "forbidden")
+				}
+				return v, tc.controlAt > 0 && elapsed >= tc.controlAt
+			}}
+			r := a.Observe(context.Background())
+			err := r.Err(a)
+			if len(tc.wantErr) == 0 && err != nil {
+				t.Errorf("unexpected error: %v", err)
+			}
+			for _, w := range tc.wantErr {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("error %v does not mention %q", err, w)
+				}
+			}
+			if r.Observed < window || r.Looks < int(window/every)/2 {
+				t.Errorf("%d looks over %s, want the whole %s window looked at every %s", r.Looks, r.Observed, window, every)
+			}
+		})
+	}
+}
+
+func TestAbsenceRunsAControlAfterTheWindowAndLooksUntilItIsSeen(t *testing.T) {
+	const window, every = 200 * time.Millisecond, 50 * time.Millisecond
+	var ran atomic.Bool
+	var ranAt time.Time
+	a := Absence{Window: window, Every: every, ControlAt: window, ControlWithin: time.Second,
+		Control: func() error { ranAt = time.Now(); ran.Store(true); return nil },
+		Look: func(time.Duration) ([]string, bool) {
+			// The control's effect shows two looks after it ran.
+			return nil, ran.Load() && time.Since(ranAt) >= 2*every
+		}}
+	r := a.Observe(context.Background())
+	if err := r.Err(a); err != nil {
+		t.Fatal(err)
+	}
+	if r.ControlRan < window {
+		t.Errorf("control ran %s into a %s window, want after it", r.ControlRan, window)
+	}
+	if r.ControlSeen < r.ControlRan+2*every {
+		t.Errorf("control seen at %s, ran at %s: seen before its effect", r.ControlSeen, r.ControlRan)
+	}
+}

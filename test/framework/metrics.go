@@ -1,0 +1,143 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+)
+
+// SumSamples returns the sum of every sample of the metric name in a
+// Prometheus text exposition whose labels include every name, value pair of
+// labels ("result", "error", ...). The _count and _sum series of a histogram
+// or summary are addressed by their series names. A metric that is absent
+// sums to 0: a labelled counter has no series until it is first incremented.
+func SumSamples(body io.Reader, name string, labels ...string) (float64, error) {
+	if len(labels)%2 != 0 {
+		return 0, fmt.Errorf("labels of %s must come in name, value pairs: %q", name, labels)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(body)
+	if err != nil {
+		return 0, fmt.Errorf("parsing metrics: %w", err)
+	}
+	value := func(m *dto.Metric) float64 {
+		switch {
+		case m.Counter != nil:
+			return m.Counter.GetValue()
+		case m.Gauge != nil:
+			return m.Gauge.GetValue()
+		case m.Untyped != nil:
+			return m.Untyped.GetValue()
+		}
+		return 0
+	}
+	family, ok := families[name]
+	if !ok {
+		for _, suffix := range []string{"_count", "_sum"} {
+			base, found := strings.CutSuffix(name, suffix)
+			f := families[base]
+			if !found || f == nil || (f.GetType() != dto.MetricType_HISTOGRAM && f.GetType() != dto.MetricType_SUMMARY) {
+				continue
+			}
+			family, ok = f, true
+			value = func(m *dto.Metric) float64 {
+				count, sum := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum()
+				if m.Summary != nil {
+					count, sum = m.Summary.GetSampleCount(), m.Summary.GetSampleSum()
+				}
+				if suffix == "_count" {
+					return float64(count)
+				}
+				return sum
+			}
+		}
+	}
+	if !ok {
+		return 0, nil
+	}
+	var total float64
+	for _, m := range family.GetMetric() {
+		if hasLabels(m, labels) {
+			total += value(m)
+		}
+	}
+	return total, nil
+}
+
+func hasLabels(m *dto.Metric, pairs []string) bool {
+	for i := 0; i < len(pairs); i += 2 {
+		found := false
+		for _, l := range m.GetLabel() {
+			found = found || (l.GetName() == pairs[i] && l.GetValue() == pairs[i+1])
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+var httpClient = &http.Client{Timeout: 5 * time.Second}
+
+// ScrapeErr reads a metric (see SumSamples) from the /metrics of the health
+// server on 127.0.0.1:port.
+func ScrapeErr(port int, name string, labels ...string) (float64, error) {
+	resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET /metrics on port %d: HTTP %d", port, resp.StatusCode)
+	}
+	return SumSamples(resp.Body, name, labels...)
+}
+
+// Scrape is ScrapeErr that fails the test on an error.
+func Scrape(t testing.TB, port int, name string, labels ...string) float64 {
+	t.Helper()
+	v, err := ScrapeErr(port, name, labels...)
+	if err != nil {
+		t.Fatalf("scraping %s on port %d: %v", name, port, err)
+	}
+	return v
+}
+
+// APIServerMetric reads a metric from kube-apiserver's /metrics.
+func APIServerMetric(t testing.TB, c *cluster.Cluster, name string, labels ...string) float64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	v, err := SumSamples(bytes.NewReader(body), name, labels...)
+	if err != nil {
+		t.Fatalf("kube-apiserver /metrics: %v", err)
+	}
+	return v
+}
+
+// Ready reports whether the health server on 127.0.0.1:port answers /readyz
+// with 200.
+func Ready(port int) bool {
+	resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode == http.StatusOK
+}
