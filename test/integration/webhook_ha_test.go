@@ -6,14 +6,22 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
+	"github.com/kube-reclaim/kube-reclaim/deploy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/webhook"
@@ -34,14 +42,19 @@ func TestWebhookHA(t *testing.T) {
 	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	const ns, secretName = "kube-reclaim-ha", "kube-reclaim-webhook-ca"
+	// Replica 0 runs as deploy/default's webhook: its names, and the RBAC of
+	// that overlay through an impersonating kubeconfig, so the shipped rules
+	// are shown to be enough. Replica 1 has a configuration of its own.
+	const ns, secretName = "kube-reclaim", "kube-reclaim-webhook-ca"
 	mustNamespace(t, c, ns)
+	applyWebhookRBAC(t, c)
+	kubeconfigs := []string{serviceAccountKubeconfig(t, c, ns, "kube-reclaim-webhook"), c.Kubeconfig()}
 	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
 
 	// Configurations first, processes started together: both race to create
 	// the Secret.
 	replicas := make([]*role, 2)
-	configs := []string{"kube-reclaim-webhook-ha-0", "kube-reclaim-webhook-ha-1"}
+	configs := []string{webhook.DefaultConfigurationName, "kube-reclaim-webhook-ha-1"}
 	ports := make([]int, 2)
 	for i := range replicas {
 		if ports[i], err = cluster.FreePort(); err != nil {
@@ -59,7 +72,7 @@ func TestWebhookHA(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := fmt.Sprintf("webhook-ha-%d", i)
-		if err := c.StartProcess(name, kubeReclaim(t), "webhook", "--kubeconfig="+c.Kubeconfig(),
+		if err := c.StartProcess(name, kubeReclaim(t), "webhook", "--kubeconfig="+kubeconfigs[i],
 			fmt.Sprintf("--health-address=127.0.0.1:%d", healthPort), "--log-level=debug",
 			fmt.Sprintf("--listen-address=127.0.0.1:%d", ports[i]), "--self-signed", "--extra-sans=127.0.0.1",
 			"--webhook-configuration-name="+configs[i], "--ca-secret-name="+secretName, "--ca-secret-namespace="+ns,
@@ -182,4 +195,91 @@ func TestWebhookHA(t *testing.T) {
 		}
 		bothCalled(t, nodes[1], 4000)
 	})
+}
+
+// applyWebhookRBAC creates the webhook's ServiceAccount and RBAC objects as
+// deploy/default renders them.
+func applyWebhookRBAC(t *testing.T, c *cluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	objs, err := deploy.Objects("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rbac := c.Client.RbacV1()
+	applied := 0
+	for _, u := range objs {
+		if u.GetLabels()["app.kubernetes.io/component"] != "webhook" {
+			continue
+		}
+		var err error
+		switch u.GetKind() {
+		case "ServiceAccount":
+			var o corev1.ServiceAccount
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o); err == nil {
+				_, err = c.Client.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+			}
+		case "Role":
+			var o rbacv1.Role
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o); err == nil {
+				_, err = rbac.Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+			}
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o); err == nil {
+				_, err = rbac.RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+			}
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o); err == nil {
+				_, err = rbac.ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+			}
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			if err = runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &o); err == nil {
+				_, err = rbac.ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+			}
+		default:
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+		applied++
+	}
+	if applied < 5 { // ServiceAccount, Role+binding (lease), ClusterRole+binding, Role+binding (CA Secret)
+		t.Fatalf("only %d webhook RBAC objects in deploy/default", applied)
+	}
+}
+
+// serviceAccountKubeconfig is the cluster's kubeconfig impersonating the
+// ServiceAccount ns/name, as a pod running under it would authenticate.
+func serviceAccountKubeconfig(t *testing.T, c *cluster.Cluster, ns, name string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = "system:serviceaccount:" + ns + ":" + name
+		a.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig-"+name)
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	// Positive control: the impersonated identity is refused what the RBAC
+	// does not grant.
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("the webhook's ServiceAccount may list secrets (err %v)", err)
+	}
+	return path
 }
