@@ -444,6 +444,18 @@ func TestRoleFlagsAgreeWithTheObjects(t *testing.T) {
 				wh.ServiceName != "kube-reclaim-webhook" || wh.ServiceNamespace != namespace {
 				t.Errorf("default: webhook must run --self-signed for %s and Service %s/%s, got %+v", webhook.DefaultConfigurationName, namespace, "kube-reclaim-webhook", wh)
 			}
+			// Several replicas need one CA: a Secret every replica may read and
+			// update (the exact rules are in TestRBACIsLeastPrivilege).
+			if wh.CASecretName == "" || wh.CASecretNamespace != namespace {
+				t.Errorf("default: webhook replicas must share a CA Secret in %s, got --ca-secret-name %q --ca-secret-namespace %q", namespace, wh.CASecretName, wh.CASecretNamespace)
+			}
+			var role rbacv1.Role
+			b.get(t, "Role", namespace, "kube-reclaim-webhook-ca", &role)
+			if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
+				return slices.Equal(r.ResourceNames, []string{wh.CASecretName}) && slices.Contains(r.Verbs, "get") && slices.Contains(r.Verbs, "update")
+			}) {
+				t.Errorf("default: Role kube-reclaim-webhook-ca does not cover Secret %s", wh.CASecretName)
+			}
 		case "cert-manager":
 			if wh.SelfSigned || path.Dir(wh.TLSCertFile) != path.Dir(wh.TLSKeyFile) {
 				t.Fatalf("cert-manager: webhook TLS flags %q %q self-signed %v", wh.TLSCertFile, wh.TLSKeyFile, wh.SelfSigned)
@@ -502,7 +514,9 @@ func checkService(t *testing.T, b *bundle, name string, svcPort, listen int32) {
 
 func TestReplicasDisruptionBudgetsAndSpreading(t *testing.T) {
 	want := map[string]map[string]int32{
-		"default":      {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 1, "kube-reclaim-extender": 2, "kube-reclaim-scheduler": 2},
+		// --self-signed replicas share their CA through a Secret, so the
+		// default overlay runs two webhooks like the cert-manager one.
+		"default":      {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 2, "kube-reclaim-extender": 2, "kube-reclaim-scheduler": 2},
 		"cert-manager": {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 2, "kube-reclaim-extender": 2, "kube-reclaim-scheduler": 2},
 	}
 	for _, b := range renderAll(t) {
@@ -670,9 +684,16 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 				"ClusterRole//kube-reclaim-webhook-self-signed": {
 					"groups=admissionregistration.k8s.io resources=mutatingwebhookconfigurations verbs=get,update names=kube-reclaim-webhook",
 				},
+				// The shared CA: get and update that one Secret; create cannot
+				// be limited by name.
+				"Role/kube-reclaim/kube-reclaim-webhook-ca": {
+					"groups= resources=secrets verbs=get,update names=kube-reclaim-webhook-ca",
+					"groups= resources=secrets verbs=create",
+				},
 			},
 			bindings: map[string]string{
 				"ClusterRoleBinding//kube-reclaim-webhook-self-signed": "ClusterRole/kube-reclaim-webhook-self-signed -> kube-reclaim-webhook",
+				"RoleBinding/kube-reclaim/kube-reclaim-webhook-ca":     "Role/kube-reclaim-webhook-ca -> kube-reclaim-webhook",
 			},
 		},
 		"cert-manager": {},

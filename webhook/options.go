@@ -48,6 +48,8 @@ type Options struct {
 	ServiceNamespace         string
 	ExtraSANs                []string
 	CABundleResyncInterval   time.Duration
+	CASecretName             string
+	CASecretNamespace        string
 }
 
 // NewOptions returns the defaults.
@@ -62,6 +64,7 @@ func NewOptions() *Options {
 		ServiceName:              DefaultServiceName,
 		ServiceNamespace:         DefaultServiceNamespace,
 		CABundleResyncInterval:   DefaultCABundleResyncInterval,
+		CASecretNamespace:        DefaultServiceNamespace,
 	}
 }
 
@@ -74,12 +77,14 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TLSReloadInterval, "tls-reload-interval", o.TLSReloadInterval, "How often the certificate files are checked for changes.")
 	o.Staleness.AddFlags(fs, "the webhook injects 0")
 	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", o.MaxRequestBytes, fmt.Sprintf("Largest AdmissionReview body accepted; larger bodies get HTTP 413 (the apiserver then ignores the webhook for that write). At least %d.", MinMaxRequestBytes))
-	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "Generate a CA and serving certificate in memory (ECDSA P-256) and keep the caBundle of --webhook-configuration-name patched with it. For a single replica; use certificate files for more.")
+	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "Issue the serving certificate from a self-signed CA (ECDSA P-256) and keep the caBundle of --webhook-configuration-name patched with it. The CA is shared by every replica through --ca-secret-name, or without it lives in this process's memory (one replica only).")
 	fs.StringVar(&o.WebhookConfigurationName, "webhook-configuration-name", o.WebhookConfigurationName, "MutatingWebhookConfiguration whose caBundle --self-signed patches (every webhook entry).")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Service in front of the webhook; with --self-signed its DNS names go into the certificate. Empty: none.")
 	fs.StringVar(&o.ServiceNamespace, "service-namespace", o.ServiceNamespace, "Namespace of --service-name.")
 	fs.StringSliceVar(&o.ExtraSANs, "extra-sans", o.ExtraSANs, "With --self-signed, more DNS names or IP addresses for the certificate (for example 127.0.0.1 for a URL clientConfig).")
-	fs.DurationVar(&o.CABundleResyncInterval, "ca-bundle-resync-interval", o.CABundleResyncInterval, "With --self-signed, how often the caBundle is checked and re-patched if someone reset it.")
+	fs.DurationVar(&o.CABundleResyncInterval, "ca-bundle-resync-interval", o.CABundleResyncInterval, "With --self-signed, how often the caBundle is checked and re-patched if someone reset it, and the CA Secret read again (a rotated CA is picked up within this).")
+	fs.StringVar(&o.CASecretName, "ca-secret-name", o.CASecretName, "With --self-signed, the Secret (type kubernetes.io/tls) holding the CA shared by every replica: created when absent, reused, replaced before it expires (the caBundle carries old and new CA meanwhile). Empty: a CA in memory, for a single replica. Ignored without --self-signed.")
+	fs.StringVar(&o.CASecretNamespace, "ca-secret-namespace", o.CASecretNamespace, "Namespace of --ca-secret-name.")
 }
 
 // Validate reports every invalid flag at once.
@@ -111,6 +116,14 @@ func (o *Options) Validate() error {
 		}
 		if o.CABundleResyncInterval <= 0 {
 			errs = append(errs, fmt.Errorf("--ca-bundle-resync-interval must be positive, got %s", o.CABundleResyncInterval))
+		}
+		if o.CASecretName != "" {
+			if msgs := validation.IsDNS1123Subdomain(o.CASecretName); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("--ca-secret-name %q: %v", o.CASecretName, msgs))
+			}
+			if msgs := validation.IsDNS1123Label(o.CASecretNamespace); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("--ca-secret-namespace %q: %v", o.CASecretNamespace, msgs))
+			}
 		}
 	} else {
 		if o.TLSCertFile == "" || o.TLSKeyFile == "" {
@@ -175,17 +188,24 @@ func (o *Options) Run(ctx context.Context) error {
 
 	var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 	if o.SelfSigned {
-		certs, err := NewSelfSigned(o.hosts())
+		keeper := &caBundleKeeper{client: client.AdmissionregistrationV1(), name: o.WebhookConfigurationName,
+			resync: o.CABundleResyncInterval}
+		var err error
+		if o.CASecretName != "" {
+			// The keeper fetches the shared CA and issues the certificate.
+			keeper.secret = newCASecret(client.CoreV1(), o.CASecretNamespace, o.CASecretName)
+			keeper.certs, err = newPendingSelfSigned(o.hosts())
+			logrus.WithFields(logrus.Fields{"hosts": o.hosts(), "secret": o.CASecretNamespace + "/" + o.CASecretName}).Info("self-signed serving certificate from the shared CA")
+		} else if keeper.certs, err = NewSelfSigned(o.hosts()); err == nil {
+			logrus.WithFields(logrus.Fields{"hosts": o.hosts(), "serial": keeper.certs.Leaf().SerialNumber.String()}).Info("generated a self-signed serving certificate from an in-memory CA")
+		}
 		if err != nil {
 			return err
 		}
-		getCert = certs.GetCertificate
-		health.AddReadyCheck("serving-certificate", certs.Check)
-		keeper := &caBundleKeeper{client: client.AdmissionregistrationV1(), name: o.WebhookConfigurationName,
-			certs: certs, resync: o.CABundleResyncInterval}
+		getCert = keeper.certs.GetCertificate
+		health.AddReadyCheck("serving-certificate", keeper.certs.Check)
 		health.AddReadyCheck("ca-bundle", keeper.check)
 		go keeper.run(ctx)
-		logrus.WithFields(logrus.Fields{"hosts": o.hosts(), "serial": certs.Leaf().SerialNumber.String()}).Info("generated a self-signed serving certificate")
 	} else {
 		reloader, err := serving.NewCertReloader(o.TLSCertFile, o.TLSKeyFile)
 		if err != nil {
