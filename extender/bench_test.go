@@ -225,7 +225,7 @@ func percentiles(d []time.Duration) (p50, p99 time.Duration) {
 
 // BenchmarkFilterPrioritize measures the server time of one filter plus one
 // prioritize call through the HTTP handler (no network) with 30 pods per
-// node. Goal (DESIGN.md P3): p99 < 1 ms for 500 names, < 5 ms for 5000.
+// node. Goal (docs/design.md#p3-extender): p99 < 1 ms for 500 names, < 5 ms for 5000.
 func BenchmarkFilterPrioritize(b *testing.B) {
 	for _, n := range []int{500, 5000} {
 		b.Run(fmt.Sprintf("nodes=%d", n), func(b *testing.B) { benchmarkVerbs(b, n) })

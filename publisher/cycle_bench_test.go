@@ -47,7 +47,7 @@ import (
 // metrics client decoding JSON from a loopback HTTP server, as in
 // production (the publisher's client speaks JSON).
 //
-// Goal P4 (DESIGN.md): < 0.5 s CPU per cycle at 5000 nodes / 150,000 pods;
+// Goal P4 (docs/design.md#p4-publisher): < 0.5 s CPU per cycle at 5000 nodes / 150,000 pods;
 // steady state <= 2 API writes per node per refresh interval.
 
 const (

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Defaults shared by every role; see the staleness row of DESIGN.md.
+// Defaults shared by every role; see docs/design.md#staleness.
 const (
 	DefaultStaleAfter        = 10 * time.Minute
 	DefaultRefreshInterval   = 5 * time.Minute

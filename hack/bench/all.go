@@ -140,7 +140,7 @@ func why(errs map[string]string, key, fallback string) string {
 	return fallback
 }
 
-// buildRows turns the measurements into the table, in DESIGN.md's order.
+// buildRows turns the measurements into the table, in the order of docs/design.md#performance-goals.
 // Anything nil or absent becomes a missing row that says why.
 func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss *rssResult, errs map[string]string) []row {
 	var rows []row

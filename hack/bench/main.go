@@ -1,5 +1,5 @@
 // Command bench measures kube-reclaim against the performance goals of
-// DESIGN.md, each side by side with its baseline in the same run:
+// docs/design.md#performance-goals, each side by side with its baseline in the same run:
 //
 //	go run ./hack/bench webhook    P1: the real HTTPS webhook vs a server that only reads the body
 //	go run ./hack/bench scheduler  P2: real kube-scheduler on kwok nodes, reclaimed pods through

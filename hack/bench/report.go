@@ -29,7 +29,7 @@ const (
 )
 
 // row is one line of the table: a measurement, its baseline (if any) and
-// the goal of DESIGN.md's performance section.
+// the goal in docs/design.md#performance-goals.
 type row struct {
 	ID   string `json:"id"`
 	What string `json:"what"`
