@@ -46,7 +46,7 @@ type Settings struct {
 	// sample further away counts as missing for that node sample.
 	SampleAlignment time.Duration
 	// ChangeThreshold is the relative change of a value above which the
-	// publisher republishes it ("changeThreshold"; see ShouldPublish).
+	// publisher republishes it ("changeThreshold"; see Decide).
 	ChangeThreshold float64
 	// CPU and Memory are the per-resource parameters ("cpu", "memory").
 	CPU    ResourceSettings

@@ -1,7 +1,8 @@
 // Package policy computes how much CPU and memory of a node can be published
-// as reclaimed resources. It is pure Go: no client-go, no Kubernetes API
-// types, no clock (the caller passes now), so that it can be tested with
-// hand-written arithmetic and run over thousands of nodes per cycle.
+// as reclaimed resources, and whether to write it. It is pure Go: no
+// client-go, no Kubernetes API objects (only the value types of package
+// reclaimable), no clock (the caller passes now), so that it can be tested
+// with hand-written arithmetic and run over thousands of nodes per cycle.
 //
 // # Policies
 //
@@ -50,10 +51,13 @@
 //
 // # Change gating
 //
-// ShouldPublish decides whether a new result is worth a write: on the first
-// publish, on any decrease (room already promised must be withdrawn), on an
-// increase above the relative threshold (default 10 %), and when the previous
-// write is older than the refresh interval.
+// Decide is the one decision of what the publisher writes to a node: the
+// annotation on the first publish, on a decrease (except a small one, below
+// --decrease-threshold, that still covers what reclaimed pods hold: that is
+// noise and waits for the refresh), on an increase above the relative
+// threshold (default 10 %), and when the previous write is older than the
+// refresh interval, which always carries the true values; the status
+// whenever it does not carry the published values.
 //
 // # Configuration
 //

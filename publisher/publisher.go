@@ -296,7 +296,8 @@ type write struct {
 	annotation string
 	values     reclaimable.Resources
 	reason     string
-	status     bool
+	// status: the status does not carry values yet and must be written too.
+	status bool
 }
 
 func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Time) (*write, policy.Result) {
