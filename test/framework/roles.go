@@ -72,6 +72,12 @@ func StartRole(t testing.TB, c *cluster.Cluster, name, subcommand string, args .
 	return r
 }
 
+// AttachRole is a Role for a process the test started itself with
+// c.StartProcess, for example under a kubeconfig of its own.
+func AttachRole(c *cluster.Cluster, name string, healthPort int) *Role {
+	return &Role{c: c, Name: name, HealthPort: healthPort}
+}
+
 // WaitReady waits for the role's /readyz and fails the test when it exits
 // or times out.
 func (r *Role) WaitReady(t testing.TB, timeout time.Duration) {

@@ -24,6 +24,7 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/deploy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
@@ -35,27 +36,22 @@ import (
 func TestWebhookHA(t *testing.T) {
 	ctx := context.Background()
 	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: 4 * time.Second, NoMetricsServer: true, NoScheduler: true})
-	nodes, err := c.AddNodes(ctx, 2, cluster.NodeSpec{NamePrefix: "ha", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.WaitNodesReady(ctx, nodes, time.Minute); err != nil {
-		t.Fatal(err)
-	}
+	nodes := framework.AddReadyNodes(t, c, 2, cluster.NodeSpec{NamePrefix: "ha", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, time.Minute)
 	// Replica 0 runs as deploy/default's webhook: its names, and the RBAC of
 	// that overlay through an impersonating kubeconfig, so the shipped rules
 	// are shown to be enough. Replica 1 has a configuration of its own.
 	const ns, secretName = "kube-reclaim", "kube-reclaim-webhook-ca"
-	mustNamespace(t, c, ns)
+	framework.CreateNamespace(t, c, ns)
 	applyWebhookRBAC(t, c)
 	kubeconfigs := []string{serviceAccountKubeconfig(t, c, ns, "kube-reclaim-webhook"), c.Kubeconfig()}
 	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
 
 	// Configurations first, processes started together: both race to create
 	// the Secret.
-	replicas := make([]*role, 2)
+	replicas := make([]*framework.Role, 2)
 	configs := []string{webhook.DefaultConfigurationName, "kube-reclaim-webhook-ha-1"}
 	ports := make([]int, 2)
+	var err error
 	for i := range replicas {
 		if ports[i], err = cluster.FreePort(); err != nil {
 			t.Fatal(err)
@@ -72,17 +68,17 @@ func TestWebhookHA(t *testing.T) {
 			t.Fatal(err)
 		}
 		name := fmt.Sprintf("webhook-ha-%d", i)
-		if err := c.StartProcess(name, kubeReclaim(t), "webhook", "--kubeconfig="+kubeconfigs[i],
+		if err := c.StartProcess(name, framework.KubeReclaim(t), "webhook", "--kubeconfig="+kubeconfigs[i],
 			fmt.Sprintf("--health-address=127.0.0.1:%d", healthPort), "--log-level=debug",
 			fmt.Sprintf("--listen-address=127.0.0.1:%d", ports[i]), "--self-signed", "--extra-sans=127.0.0.1",
 			"--webhook-configuration-name="+configs[i], "--ca-secret-name="+secretName, "--ca-secret-namespace="+ns,
 			"--publisher-lease-name="); err != nil {
 			t.Fatal(err)
 		}
-		replicas[i] = &role{name: name, healthPort: healthPort, proc: c.Process(name)}
+		replicas[i] = framework.AttachRole(c, name, healthPort)
 	}
 	for _, r := range replicas {
-		r.waitReady(t, 60*time.Second)
+		r.WaitReady(t, 60*time.Second)
 	}
 
 	secret, err := c.Client.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
@@ -96,7 +92,7 @@ func TestWebhookHA(t *testing.T) {
 	}
 	created := 0
 	for _, r := range replicas {
-		created += strings.Count(r.proc.Tail(1<<24), "created the CA Secret")
+		created += strings.Count(c.Process(r.Name).Tail(1<<24), `msg="created the CA Secret"`)
 	}
 	if created != 1 {
 		t.Errorf("%d processes say they created the CA Secret, want exactly 1", created)
@@ -132,7 +128,7 @@ func TestWebhookHA(t *testing.T) {
 	reviews := func() []float64 {
 		out := make([]float64, len(replicas))
 		for i, r := range replicas {
-			out[i] = r.metric(t, "kube_reclaim_webhook_review_duration_seconds_count")
+			out[i] = r.Metric(t, "kube_reclaim_webhook_review_duration_seconds_count")
 		}
 		return out
 	}
@@ -141,10 +137,10 @@ func TestWebhookHA(t *testing.T) {
 	// against the caBundle) and the node carries the annotation's values.
 	bothCalled := func(t *testing.T, node string, cpu int64) {
 		t.Helper()
-		setAnnotation(t, c, node, reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: 1 << 30, Policy: "usage", WriteTime: time.Now()})
+		framework.SetAnnotation(t, c, node, reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: 1 << 30, Policy: "usage", WriteTime: time.Now()})
 		before := reviews()
 		var now []float64
-		if _, ok := pollUntil(2*heartbeat, 500*time.Millisecond, func() bool {
+		if _, ok := framework.Poll(2*heartbeat, 500*time.Millisecond, func() bool {
 			now = reviews()
 			for i := range now {
 				if now[i] < before[i]+2 {
@@ -162,20 +158,20 @@ func TestWebhookHA(t *testing.T) {
 	t.Run("the apiserver calls both processes on node status writes", func(t *testing.T) {
 		bothCalled(t, nodes[0], 3000)
 		for i, r := range replicas {
-			if e := r.metric(t, "kube_reclaim_webhook_errors_total"); e != 0 {
+			if e := r.Metric(t, "kube_reclaim_webhook_errors_total"); e != 0 {
 				t.Errorf("replica %d counted %v errors", i, e)
 			}
 		}
 	})
 
 	t.Run("a restarted process reuses the Secret's CA", func(t *testing.T) {
-		if err := c.KillComponent(replicas[1].name); err != nil {
+		if err := c.KillComponent(replicas[1].Name); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.StartComponent(replicas[1].name); err != nil {
+		if err := c.StartComponent(replicas[1].Name); err != nil {
 			t.Fatal(err)
 		}
-		replicas[1].waitReady(t, 60*time.Second)
+		replicas[1].WaitReady(t, 60*time.Second)
 		after, err := c.Client.CoreV1().Secrets(ns).Get(ctx, secretName, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
