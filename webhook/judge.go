@@ -17,10 +17,10 @@ type judgeEntry struct {
 const maxJudged = 1 << 16
 
 // judge is reclaimable.Judge on the node's annotation. The annotation
-// carries its explanation (most of its bytes), and parsing it is a third of
-// a review's CPU; it changes only when the publisher rewrites it. So the
-// value is parsed once per node and value, and Judge is given the same
-// annotation re-marshalled without the explanation, which no verdict reads.
+// carries its explanation (most of its bytes) and changes only when the
+// publisher rewrites it, so the value is parsed once per node and value, and
+// Judge is given the same annotation re-marshalled without the explanation,
+// which no verdict reads.
 // A value that does not parse is judged as is.
 func (h *nodeMutator) judge(node, value string, present bool, now time.Time) reclaimable.Freshness {
 	alive := h.alive(now)
