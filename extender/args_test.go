@@ -96,11 +96,11 @@ func TestAnswersDecodeIntoUpstreamTypes(t *testing.T) {
 	}
 }
 
-// FuzzParseArgs feeds arbitrary bodies to /filter and /prioritize. Whatever
-// the body, the answer is a 400 naming the problem or a 200 that accounts for
+// FuzzParseArgs feeds arbitrary bodies to parseArgs and to /filter and
+// /prioritize. parseArgs (json-iterator) must read what encoding/json, the
+// decoder kube-scheduler's own encoding is meant for, reads; and whatever the
+// body, the answer is a 400 naming the problem or a 200 that accounts for
 // every node name the body carries exactly once, in the scheduler's types.
-// The names expected are what encoding/json makes of the body, the decoder
-// kube-scheduler's own encoding is meant for.
 func FuzzParseArgs(f *testing.F) {
 	seeds := []string{
 		`{"Pod":` + podJSON + `,"Nodes":null,"NodeNames":["roomy","cpu-short","busy","stale","missing","gone"]}`,
@@ -118,6 +118,22 @@ func FuzzParseArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		var ref extenderv1.ExtenderArgs
 		refErr := json.Unmarshal([]byte(body), &ref)
+		// parseArgs reads what encoding/json reads.
+		if args, err := parseArgs([]byte(body)); err == nil {
+			if refErr != nil {
+				t.Fatalf("parseArgs accepted %q, which encoding/json refuses: %v", body, refErr)
+			}
+			if ref.Pod == nil {
+				t.Fatalf("parseArgs found a pod in %q, encoding/json none", body)
+			}
+			if !reflect.DeepEqual(nodeNames(args), nodeNames(&ref)) {
+				t.Fatalf("names %q, encoding/json %q for %q", nodeNames(args), nodeNames(&ref), body)
+			}
+			r, m := testNames.PodRequest(args.Pod)
+			if wr, wm := testNames.PodRequest(ref.Pod); r != wr || m != wm {
+				t.Fatalf("pod request %+v %v, encoding/json %+v %v for %q", r, m, wr, wm, body)
+			}
+		}
 		for _, verb := range []string{"filter", "prioritize"} {
 			rec := httptest.NewRecorder()
 			fx.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/"+verb, strings.NewReader(body)))

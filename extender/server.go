@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
+	jsoniter "github.com/json-iterator/go"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -159,14 +161,24 @@ var (
 	errNodesGiven = errors.New("carries Nodes but no NodeNames")
 )
 
+// argsJSON decodes ExtenderArgs. A filter call carries thousands of node
+// names and encoding/json decodes them at about half the speed of
+// json-iterator, which with this configuration matches field names, unknown
+// fields and trailing data as encoding/json does.
+var argsJSON = jsoniter.ConfigCompatibleWithStandardLibrary
+
 // parseArgs decodes a filter or prioritize body into the upstream
-// ExtenderArgs with encoding/json and checks what the verbs rely on.
-// json.Unmarshal, not a json.Decoder: it refuses data after the object and
-// its syntax errors carry the offset malformed reports.
+// ExtenderArgs and checks what the verbs rely on. Bodies json-iterator
+// refuses, and those that are not valid UTF-8 (encoding/json replaces bad
+// bytes, json-iterator keeps them), go to encoding/json, which decides and
+// words the error: its messages say where the body is wrong.
 func parseArgs(body []byte) (*extenderv1.ExtenderArgs, error) {
 	args := &extenderv1.ExtenderArgs{}
-	if err := json.Unmarshal(body, args); err != nil {
-		return nil, err
+	if !utf8.Valid(body) || argsJSON.Unmarshal(body, args) != nil {
+		args = &extenderv1.ExtenderArgs{}
+		if err := json.Unmarshal(body, args); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case args.Pod == nil:
