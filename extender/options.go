@@ -28,7 +28,9 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -201,6 +203,16 @@ func (o *Options) Run(ctx context.Context) error {
 		return err
 	}
 	ext.registerReadiness(health)
+	// Ready means the verbs answer: the listener is bound only after the
+	// caches synced, so /readyz must wait for it too, or a scheduler (or a
+	// test) sent there by readiness meets "connection refused".
+	var listening atomic.Bool
+	health.AddReadyCheck("listener", func() error {
+		if !listening.Load() {
+			return errors.New("the extender verbs are not being served yet")
+		}
+		return nil
+	})
 	var certs *serving.CertReloader
 	if o.TLSCertFile != "" {
 		if certs, err = serving.NewCertReloader(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
@@ -231,13 +243,20 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	log.Info("informers synced; serving the extender verbs")
 	srv := serving.NewServer(o.ListenAddress, ext.server.handler())
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.ListenAddress)
+	if err != nil {
+		cancel()
+		<-errc
+		return fmt.Errorf("extender server: %w", err)
+	}
 	var tlsCfg *tls.Config
 	if certs != nil {
 		go certs.Run(ctx, certReloadInterval)
 		tlsCfg = serving.TLSConfig(certs.GetCertificate)
 	}
 	running++
-	go func() { errc <- wrap("extender server", serving.ListenAndServe(ctx, srv, tlsCfg)) }()
+	go func() { errc <- wrap("extender server", serving.Serve(ctx, srv, ln, tlsCfg)) }()
+	listening.Store(true)
 	// The first server to stop (an error, or ctx ending) stops the other.
 	var first error
 	for range running {
