@@ -52,7 +52,7 @@ func TestParseArgs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			args, err := parseArgs([]byte(tt.body))
 			switch {
-			case tt.wantErr == errMalformed:
+			case errors.Is(tt.wantErr, errMalformed):
 				if err == nil || errors.Is(err, errNoPod) || errors.Is(err, errNodesGiven) {
 					t.Fatalf("err = %v, want a decoding error", err)
 				}

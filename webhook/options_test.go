@@ -41,12 +41,42 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	}
 }
 
+// validateCase changes the default Options; wants are substrings of
+// Validate's error, and none means the result is valid.
+type validateCase struct {
+	name  string
+	set   func(o *Options)
+	wants []string
+}
+
+// testValidate runs Validate on NewOptions changed by each case.
+func testValidate(t *testing.T, cases []validateCase) {
+	t.Helper()
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			o := NewOptions()
+			c.set(o)
+			err := o.Validate()
+			if len(c.wants) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatal("Validate accepted invalid flags")
+			}
+			for _, w := range c.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error lacks %q:\n%v", w, err)
+				}
+			}
+		})
+	}
+}
+
 func TestValidate(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		set   func(o *Options)
-		wants []string // substrings of the error; none means valid
-	}{
+	testValidate(t, []validateCase{
 		{name: "certificate files", set: func(o *Options) { o.TLSCertFile, o.TLSKeyFile = "c", "k" }},
 		{name: "defaults need certificate files", set: func(*Options) {},
 			wants: []string{"--tls-cert-file and --tls-private-key-file are both required unless --self-signed"}},
@@ -66,27 +96,7 @@ func TestValidate(t *testing.T) {
 		}},
 		{name: "bad lease name", set: func(o *Options) { o.TLSCertFile, o.TLSKeyFile, o.PublisherLeaseName = "c", "k", "Bad_Name" },
 			wants: []string{"--publisher-lease-name"}},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			o := NewOptions()
-			c.set(o)
-			err := o.Validate()
-			if len(c.wants) == 0 {
-				if err != nil {
-					t.Fatalf("Validate: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatal("Validate accepted the flags")
-			}
-			for _, w := range c.wants {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q:\n%v", w, err)
-				}
-			}
-		})
-	}
+	})
 }
 
 func TestFlags(t *testing.T) {

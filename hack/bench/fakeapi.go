@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -171,9 +172,9 @@ func fakePod(names reclaimable.Names, node string, i, j int, reclaimed bool, cre
 	}
 }
 
-// start serves on a loopback port.
-func (f *fakeAPI) start() error {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+// start serves on a loopback port until stop.
+func (f *fakeAPI) start(ctx context.Context) error {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
 	}

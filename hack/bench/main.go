@@ -37,9 +37,15 @@ Run a command with -h for its flags.
 `
 
 func main() {
+	os.Exit(run())
+}
+
+// run runs the command of os.Args and returns the exit code, so that its
+// deferred calls run before main exits.
+func run() int {
 	if len(os.Args) < 2 {
 		fmt.Fprint(os.Stderr, usage)
-		os.Exit(2)
+		return 2
 	}
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
@@ -71,15 +77,16 @@ func main() {
 		err = runAll(ctx, cfg, os.Stdout)
 	case "-h", "--help", "help":
 		fmt.Fprint(os.Stdout, usage)
-		return
+		return 0
 	default:
 		fmt.Fprintf(os.Stderr, "unknown command %q\n\n%s", cmd, usage)
-		os.Exit(2)
+		return 2
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench "+cmd+":", err)
-		os.Exit(1)
+		return 1
 	}
+	return 0
 }
 
 // section prints a heading between the parts of `bench all`.

@@ -99,7 +99,7 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 	if err != nil {
 		return nil, err
 	}
-	if err := api.start(); err != nil {
+	if err := api.start(ctx); err != nil {
 		return nil, err
 	}
 	defer api.stop()
@@ -153,10 +153,13 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 			return nil, err
 		}
 		defer logf.Close()
-		cmd := exec.Command(bin, r.args...)
+		cmd := exec.CommandContext(ctx, bin, r.args...)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		// On cancellation stop the whole process group as stopProcess does,
+		// not just the leader with SIGKILL.
+		cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM) }
 		if err := cmd.Start(); err != nil {
 			return nil, err
 		}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -464,7 +463,7 @@ func maxTime(a, b time.Time) time.Time {
 func (b *schedBench) whyPending(ctx context.Context) string {
 	evs, err := b.client.CoreV1().Events(benchNS).List(ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
 	if err != nil || len(evs.Items) == 0 {
-		return "no FailedScheduling event; see the logs in " + filepath.Join(b.c.Dir())
+		return "no FailedScheduling event; see the logs in " + b.c.Dir()
 	}
 	return "last FailedScheduling: " + evs.Items[len(evs.Items)-1].Message
 }

@@ -115,7 +115,7 @@ type tlsServer struct {
 }
 
 func startTLSServer(ctx context.Context, h http.Handler, certs *webhook.SelfSigned) (*tlsServer, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +142,13 @@ func newClient(pool *x509.CertPool, conns int) *http.Client {
 	}
 }
 
-func post(client *http.Client, url string, body []byte) error {
-	res, err := client.Post(url, "application/json", bytes.NewReader(body))
+func post(ctx context.Context, client *http.Client, url string, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	res, err := client.Do(req)
 	if err != nil {
 		return err
 	}
@@ -224,7 +229,7 @@ func runChunk(ctx context.Context, client *http.Client, url string, body []byte,
 				defer wg.Done()
 				for time.Now().Before(end) && ctx.Err() == nil {
 					t := time.Now()
-					record(t, post(client, url, body))
+					record(t, post(ctx, client, url, body))
 				}
 			}()
 		}
@@ -246,7 +251,7 @@ func runChunk(ctx context.Context, client *http.Client, url string, body []byte,
 						mu.Unlock()
 						continue
 					}
-					record(t, post(client, url, body))
+					record(t, post(ctx, client, url, body))
 				}
 			}()
 		}
@@ -292,12 +297,12 @@ func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
 
 // cpuPerReview serves body n times straight into h and returns the process
 // CPU per review (garbage collection included).
-func cpuPerReview(h http.Handler, body []byte, n int) (time.Duration, error) {
+func cpuPerReview(ctx context.Context, h http.Handler, body []byte, n int) (time.Duration, error) {
 	rd := bytes.NewReader(body)
 	w := &discardWriter{h: http.Header{}}
 	serve := func() error {
 		rd.Reset(body)
-		req, err := http.NewRequest(http.MethodPost, "https://webhook"+webhook.Path, io.NopCloser(rd))
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://webhook"+webhook.Path, io.NopCloser(rd))
 		if err != nil {
 			return err
 		}
@@ -385,11 +390,11 @@ func runWebhook(ctx context.Context, cfg webhookConfig, out io.Writer) (*webhook
 			return nil, err
 		}
 	}
-	hc, err := cpuPerReview(webhook.NewHandler(names, reclaimable.DefaultStaleAfter, nil, prometheus.NewRegistry()), body, cfg.cpuReviews)
+	hc, err := cpuPerReview(ctx, webhook.NewHandler(names, reclaimable.DefaultStaleAfter, nil, prometheus.NewRegistry()), body, cfg.cpuReviews)
 	if err != nil {
 		return nil, err
 	}
-	bcpu, err := cpuPerReview(webhook.NewBaselineHandler(), body, cfg.cpuReviews)
+	bcpu, err := cpuPerReview(ctx, webhook.NewBaselineHandler(), body, cfg.cpuReviews)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ var tracePhases = []struct {
 	at    time.Duration
 	level func(i int) usage
 }{
-	{"steady", 0, func(i int) usage { return traceBase(i) }},
+	{"steady", 0, traceBase},
 	{"ramp-1", 20 * time.Second, func(i int) usage { return traceRamp(i, 1) }},
 	{"ramp-2", 50 * time.Second, func(i int) usage { return traceRamp(i, 2) }},
 	{"ramp-3", 80 * time.Second, func(i int) usage { return traceRamp(i, 3) }},

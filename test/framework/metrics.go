@@ -90,10 +90,19 @@ func hasLabels(m *dto.Metric, pairs []string) bool {
 
 var httpClient = &http.Client{Timeout: 5 * time.Second}
 
+// get GETs url with httpClient; its Timeout bounds the request.
+func get(url string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	return httpClient.Do(req)
+}
+
 // ScrapeErr reads a metric (see SumSamples) from the /metrics of the health
 // server on 127.0.0.1:port.
 func ScrapeErr(port int, name string, labels ...string) (float64, error) {
-	resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	resp, err := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
 	if err != nil {
 		return 0, err
 	}
@@ -133,7 +142,7 @@ func APIServerMetric(t testing.TB, c *cluster.Cluster, name string, labels ...st
 // Ready reports whether the health server on 127.0.0.1:port answers /readyz
 // with 200.
 func Ready(port int) bool {
-	resp, err := httpClient.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	resp, err := get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
 	if err != nil {
 		return false
 	}
