@@ -246,8 +246,7 @@ func (o *Options) Run(ctx context.Context) error {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.ListenAddress)
 	if err != nil {
 		cancel()
-		<-errc
-		return fmt.Errorf("extender server: %w", err)
+		return errors.Join(fmt.Errorf("extender server: %w", err), <-errc)
 	}
 	var tlsCfg *tls.Config
 	if certs != nil {
