@@ -88,6 +88,8 @@ type Cluster struct {
 	started []*Process
 	pids    []int
 	stopped bool
+	// realNodes are stopped before the control plane (AddRealNode).
+	realNodes []*RealNode
 }
 
 // Component names accepted by Process, StopComponent and StartComponent.
@@ -492,7 +494,12 @@ func (c *Cluster) Stop() {
 	}
 	c.stopped = true
 	procs := append([]*Process(nil), c.started...)
+	nodes := append([]*RealNode(nil), c.realNodes...)
 	c.mu.Unlock()
+	// Real nodes first, while the apiserver still answers kubelet.
+	for _, n := range nodes {
+		n.Stop()
+	}
 	// Reverse start order: clients before the apiserver, the apiserver before etcd.
 	var wg sync.WaitGroup
 	for i := len(procs) - 1; i >= 0; i-- {
@@ -509,6 +516,7 @@ func (c *Cluster) Stop() {
 			_ = p.Stop()
 		}
 	}
+	cleanupClusterDir(c.dir)
 	if os.Getenv("KUBE_RECLAIM_KEEP_CLUSTER_DIR") == "" {
 		_ = os.RemoveAll(c.dir)
 	}
