@@ -352,18 +352,24 @@ func shareDir(dir string) error {
 
 // privateNamespaceScript runs a program in a new mount namespace where the
 // host paths it would write are private: the root mount and /proc stop
-// propagating (so nothing mounted here reaches the host), each sysctl file is
-// a plain file, and /var/lib and /var/log are a tmpfs (kubelet writes
-// /var/lib/kubelet/device-plugins and /var/log/containers whatever its
-// flags say; libcni writes /var/lib/cni). varLibKubelet, when set, is bound
-// on /var/lib/kubelet so that directory persists across restarts like a
-// real node's.
-func (n *RealNode) privateNamespaceScript(varLibKubelet string, sysctls bool) string {
+// propagating (so nothing mounted here reaches the host), each sysctl file
+// is a plain file (withSysctls), and each of tmpfsDirs is an empty tmpfs.
+// Host paths the programs write whatever their flags say: kubelet
+// /var/lib/kubelet/device-plugins and /var/log/containers, libcni
+// /var/lib/cni, containerd its shim sockets under /run/containerd/s and runc
+// its state under /run/containerd/runc. varLibKubelet, when set, is bound on
+// /var/lib/kubelet so that directory persists across restarts as on a real
+// node. The node's shared directories (kubelet's root dir) keep propagating.
+func (n *RealNode) privateNamespaceScript(tmpfsDirs []string, varLibKubelet string, withSysctls bool) string {
 	var b strings.Builder
 	b.WriteString("set -e\n")
-	b.WriteString("for m in / /proc $(findmnt -n -o TARGET -T /var/lib) $(findmnt -n -o TARGET -T /var/log); do mount --make-private \"$m\"; done\n")
+	b.WriteString("for m in / /proc")
+	for _, d := range tmpfsDirs {
+		fmt.Fprintf(&b, " $(findmnt -n -o TARGET -T %s)", shellQuote(d))
+	}
+	b.WriteString("; do mount --make-private \"$m\"; done\n")
 	b.WriteString("mount --make-rprivate /proc\n")
-	if sysctls {
+	if withSysctls {
 		for _, s := range hostSysctls {
 			if _, err := os.Stat(filepath.Join("/proc/sys", s)); err != nil {
 				continue
@@ -372,8 +378,9 @@ func (n *RealNode) privateNamespaceScript(varLibKubelet string, sysctls bool) st
 				shellQuote(filepath.Join("/proc/sys", s)))
 		}
 	}
-	b.WriteString("mount -t tmpfs -o mode=755 kube-reclaim /var/lib\n")
-	b.WriteString("mount -t tmpfs -o mode=755 kube-reclaim /var/log\n")
+	for _, d := range tmpfsDirs {
+		fmt.Fprintf(&b, "mount -t tmpfs -o mode=755 kube-reclaim %s\n", shellQuote(d))
+	}
 	if varLibKubelet != "" {
 		fmt.Fprintf(&b, "mkdir -p /var/lib/kubelet && mount --bind %s /var/lib/kubelet\n", shellQuote(varLibKubelet))
 	}
@@ -384,7 +391,7 @@ func (n *RealNode) privateNamespaceScript(varLibKubelet string, sysctls bool) st
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func (n *RealNode) startContainerd(ctx context.Context) error {
-	script := n.privateNamespaceScript("", false)
+	script := n.privateNamespaceScript([]string{"/var/lib", "/var/log", "/run"}, "", false)
 	if err := n.c.StartProcess(containerdName(n.Name), "unshare", "-m", "--propagation", "unchanged", "--",
 		"/bin/sh", "-c", script, n.runtime.Containerd, "--config", n.path("containerd", "config.toml")); err != nil {
 		return err
@@ -422,7 +429,7 @@ func (n *RealNode) importImages(ctx context.Context) error {
 // StartKubelet starts kubelet (again) and waits until the node is Ready.
 func (n *RealNode) StartKubelet(ctx context.Context) error {
 	args := []string{"-m", "--propagation", "unchanged", "--",
-		"/bin/sh", "-c", n.privateNamespaceScript(n.KubeletRootDir(), true), n.kubeletBin,
+		"/bin/sh", "-c", n.privateNamespaceScript([]string{"/var/lib", "/var/log"}, n.KubeletRootDir(), true), n.kubeletBin,
 		"--config=" + n.path("kubelet.yaml"),
 		"--kubeconfig=" + n.path("kubelet.kubeconfig"),
 		"--root-dir=" + n.KubeletRootDir(),
