@@ -29,12 +29,14 @@ const (
 var names = reclaimable.MustNames(reclaimable.DefaultDomain)
 
 type demo struct {
-	out   io.Writer
-	keep  bool
-	start time.Time
-	c     *cluster.Cluster
-	nodes []string
-	tmp   string
+	out  io.Writer
+	keep bool
+	// realNodeOn adds a real kubelet at the end (DEMO_REAL_NODE=1).
+	realNodeOn bool
+	start      time.Time
+	c          *cluster.Cluster
+	nodes      []string
+	tmp        string
 }
 
 // step prints a progress line with the time since the start.
@@ -157,6 +159,11 @@ func (d *demo) run(ctx context.Context) error {
 		return fmt.Errorf("over-booked nodes: %v", over)
 	}
 	d.step("no node holds more reclaimed requests than it published")
+	if d.realNodeOn {
+		if err := d.realNode(ctx); err != nil {
+			return err
+		}
+	}
 
 	if d.keep {
 		fmt.Fprintf(d.out, "\nDEMO_KEEP is set: everything keeps running. In another shell:\n\n  export KUBECONFIG=%s\n  kubectl get nodes\n  go run ./cmd/kubectl-reclaim nodes\n\nPress Ctrl-C to stop.\n", c.Kubeconfig())
