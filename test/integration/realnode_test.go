@@ -234,6 +234,44 @@ func TestRealNode(t *testing.T) {
 		})
 	})
 
+	t.Run("native oversell: kubelet status writes per minute on a plain and an opted-in node", func(t *testing.T) {
+		// kubelet's default frequencies (10s update, 5m report) on a node of
+		// its own: the README's figure is about them. The webhook registered
+		// above stays on; nothing but kubelet writes this node.
+		window := time.Minute
+		if v := os.Getenv("KUBE_RECLAIM_OVERSELL_WINDOW"); v != "" {
+			if window, err = time.ParseDuration(v); err != nil {
+				t.Fatalf("KUBE_RECLAIM_OVERSELL_WINDOW: %v", err)
+			}
+		}
+		const name = "real-defaults"
+		if _, err := c.AddRealNode(ctx, name, cluster.RealNodeSpec{}); err != nil {
+			t.Fatal(err)
+		}
+		// Let registration writes settle before counting.
+		time.Sleep(15 * time.Second)
+		plain := rnCountWrites(t, c, name, window)
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.CPURatio: "1.5"}}})
+		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Positive control: the ratio is applied, or the count below would
+		// measure a node that never opted in.
+		if _, ok := rnPollUntil(time.Minute, time.Second, func() bool {
+			n := rnGetNode(t, c, name)
+			_, recorded := n.Annotations[webhook.OversellRecordAnnotation(names)]
+			return recorded
+		}); !ok {
+			t.Fatal("oversell never applied on the opted-in node")
+		}
+		opted := rnCountWrites(t, c, name, window)
+		perMin := func(n int) float64 { return float64(n) / window.Minutes() }
+		t.Logf("nodes/status writes over %s each: plain %d (%.2f/min), opted in %d (%.2f/min)", window, plain, perMin(plain), opted, perMin(opted))
+		if opted <= plain || perMin(opted) < 3 {
+			t.Errorf("opted-in node wrote %d times against %d for the plain node over %s: kubelet did not re-post every update period", opted, plain, window)
+		}
+	})
+
 	t.Run("kubelet's sysctl writes stay in its mount namespace", func(t *testing.T) {
 		pid := rn.Kubelet().PID()
 		inside, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/proc/sys/vm/overcommit_memory", pid))
@@ -625,6 +663,15 @@ func rnStartWebhook(t *testing.T, c *cluster.Cluster, port int) {
 	}); !ok {
 		t.Fatalf("webhook not ready:\n%s", c.Process("webhook").Tail(3000))
 	}
+}
+
+// rnCountWrites counts the writes to a node over a window, by the watch
+// events the apiserver sends (each stored change is one event).
+func rnCountWrites(t *testing.T, c *cluster.Cluster, name string, window time.Duration) int {
+	t.Helper()
+	w := rnWatchNode(t, c, name)
+	time.Sleep(window)
+	return len(w.stop())
 }
 
 // rnPollUntil calls f every interval until it is true or timeout passes.
