@@ -3,6 +3,9 @@
 // kube-controller-manager and kube-scheduler v1.34.4, kwok as the kubelet of
 // every node, and metrics-server serving metrics.k8s.io. Binaries are built
 // from the Go module proxy on first use and cached (see EnsureBinaries).
+// AddRealNode adds real nodes beside the kwok ones: kubelet with its own
+// containerd and runc, for what only a real kubelet does (status
+// recomputation, registration, admission, cgroup limits).
 package cluster
 
 import (
