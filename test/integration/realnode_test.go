@@ -63,12 +63,18 @@ func TestRealNode(t *testing.T) {
 		}
 		lease := func() time.Time {
 			l, err := c.Client.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, nodeName, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) {
+				return time.Time{} // kubelet creates it just after registering
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
 			return rnRenewTime(l)
 		}
-		first := lease()
+		var first time.Time
+		if _, ok := rnPollUntil(30*time.Second, 500*time.Millisecond, func() bool { first = lease(); return !first.IsZero() }); !ok {
+			t.Fatal("kubelet created no Lease within 30s")
+		}
 		if _, ok := rnPollUntil(40*time.Second, time.Second, func() bool { return lease().After(first) }); !ok {
 			t.Errorf("Lease renewTime stayed at %s for 40s", first)
 		}
