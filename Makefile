@@ -36,7 +36,7 @@ test-unit: ## Unit tests with the race detector
 test-integration: tools ## Integration tests against the real local cluster
 	$(GO) test -count=1 $(INTEGRATION_FLAGS) ./test/...
 
-tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server
+tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet; install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
 	$(GO) run ./hack/tools
 
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned)
@@ -52,7 +52,7 @@ vet: ## go vet and a gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-demo: ## Run the whole system on a local cluster and watch batch pods use reclaimed capacity (DEMO_KEEP=1 keeps it running)
+demo: ## Run the whole system on a local cluster and watch batch pods use reclaimed capacity (DEMO_KEEP=1 keeps it running; DEMO_REAL_NODE=1 adds a real kubelet running a batch pod, needs root)
 	$(GO) run ./hack/demo
 
 bench: ## Every performance goal of docs/design.md (P1-P4) measured next to its baseline: one table, also written to bench-results.json (~10 minutes; BENCH_FLAGS=-quick for a try-out)

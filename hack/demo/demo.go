@@ -29,12 +29,14 @@ const (
 var names = reclaimable.MustNames(reclaimable.DefaultDomain)
 
 type demo struct {
-	out   io.Writer
-	keep  bool
-	start time.Time
-	c     *cluster.Cluster
-	nodes []string
-	tmp   string
+	out  io.Writer
+	keep bool
+	// realNodeOn adds a real kubelet at the end (DEMO_REAL_NODE=1).
+	realNodeOn bool
+	start      time.Time
+	c          *cluster.Cluster
+	nodes      []string
+	tmp        string
 }
 
 // step prints a progress line with the time since the start.
@@ -162,6 +164,11 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	if len(overbooked) > 0 {
 		return fmt.Errorf("the extender placed pods beyond the published room: %s", strings.Join(overbooked, "; "))
+	}
+	if d.realNodeOn {
+		if err := d.realNode(ctx); err != nil {
+			return err
+		}
 	}
 
 	if d.keep {

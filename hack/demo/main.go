@@ -1,7 +1,8 @@
 // Command demo is `make demo`: it starts the real local cluster, runs the
 // publisher, webhook and extender as local processes configured as deploy/
 // configures them, and shows batch pods landing on reclaimed capacity while
-// usage changes. DEMO_KEEP=1 leaves everything running at the end.
+// usage changes. DEMO_KEEP=1 leaves everything running at the end;
+// DEMO_REAL_NODE=1 then adds a real kubelet on which a batch pod really runs.
 package main
 
 import (
@@ -22,7 +23,7 @@ func main() {
 func run() error {
 	ctx, cancel := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer cancel()
-	d := &demo{out: os.Stdout, keep: os.Getenv("DEMO_KEEP") != ""}
+	d := &demo{out: os.Stdout, keep: os.Getenv("DEMO_KEEP") != "", realNodeOn: os.Getenv("DEMO_REAL_NODE") != ""}
 	defer d.stop()
 	return d.run(ctx)
 }

@@ -1,4 +1,5 @@
-// Command tools builds and caches the pinned control-plane binaries (make tools).
+// Command tools builds and caches the pinned control-plane binaries and
+// kubelet, and installs the container runtime real nodes need (make tools).
 // The wrapper modules beside this file pin each component's version.
 package main
 
@@ -11,12 +12,26 @@ import (
 )
 
 func main() {
-	b, err := cluster.EnsureBinaries(context.Background(), os.Stdout)
+	ctx := context.Background()
+	b, err := cluster.EnsureBinaries(ctx, os.Stdout)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		fail(err)
 	}
-	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kwok, b.MetricsServer} {
+	kubelet, err := cluster.EnsureKubelet(ctx, os.Stdout)
+	if err != nil {
+		fail(err)
+	}
+	rt, err := cluster.EnsureNodePackages(ctx, os.Stdout)
+	if err != nil {
+		fail(err)
+	}
+	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kwok, b.MetricsServer,
+		kubelet, rt.Containerd, rt.Runc} {
 		fmt.Println(p)
 	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, err)
+	os.Exit(1)
 }

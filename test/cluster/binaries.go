@@ -22,9 +22,11 @@ const CacheEnv = "KUBE_RECLAIM_CACHE"
 
 // A tool is one wrapper module under hack/tools that pins a component.
 type tool struct {
-	name   string            // directory under hack/tools
-	module string            // module whose version names the cache entry
-	bins   map[string]string // package path -> binary name
+	name   string // directory under hack/tools
+	module string // module whose version names the cache entry
+	// ldflags are extra linker flags; they are part of the cache key.
+	ldflags string
+	bins    map[string]string // package path -> binary name
 	// extra copies files out of the built module's source (for example kwok's
 	// CRDs), relative to the module directory, into the cache entry.
 	extra []string
@@ -57,6 +59,15 @@ var firstBuild = map[string]time.Duration{
 	"kubernetes":     8*time.Minute + 24*time.Second,
 	"kwok":           2*time.Minute + 39*time.Second,
 	"metrics-server": 2*time.Minute + 56*time.Second,
+}
+
+// kubeletTool builds kubelet for real nodes from its own wrapper module (the
+// same release as the control plane), so adding it rebuilds nothing else.
+// Without the version stamp the node reports v0.0.0-master.
+var kubeletTool = tool{name: "kubelet", module: "k8s.io/kubernetes",
+	bins: map[string]string{"k8s.io/kubernetes/cmd/kubelet": "kubelet"},
+	ldflags: "-X k8s.io/component-base/version.gitVersion=v1.34.4" +
+		" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34",
 }
 
 // Binaries are the absolute paths of the control-plane programs.
@@ -184,6 +195,27 @@ func buildEstimate(missing []tool, binDir string) string {
 	return b.String()
 }
 
+// EnsureKubelet returns the cached kubelet, building it when missing.
+func EnsureKubelet(ctx context.Context, log io.Writer) (string, error) {
+	if log == nil {
+		log = io.Discard
+	}
+	root, err := RepoRoot()
+	if err != nil {
+		return "", err
+	}
+	cache, err := CacheDir()
+	if err != nil {
+		return "", err
+	}
+	t := kubeletTool
+	d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.name), filepath.Join(cache, "bin"), log)
+	if err != nil {
+		return "", fmt.Errorf("building %s: %w", t.name, err)
+	}
+	return filepath.Join(d, "kubelet"), nil
+}
+
 // cacheKey names a cache entry: the pinned version for people, and a hash of
 // the wrapper module and the Go version so any change to either rebuilds.
 func cacheKey(t tool, modDir string) (string, error) {
@@ -200,6 +232,9 @@ func cacheKey(t tool, modDir string) (string, error) {
 		}
 	}
 	h.Write([]byte(runtime.Version()))
+	if t.ldflags != "" { // keeps the keys of tools without extra flags unchanged
+		h.Write([]byte(t.ldflags))
+	}
 	if version == "" {
 		return "", fmt.Errorf("%s/go.mod does not require %s", modDir, t.module)
 	}
@@ -245,7 +280,7 @@ func ensureTool(ctx context.Context, t tool, modDir, binDir string, log io.Write
 	start := time.Now()
 	fmt.Fprintf(log, "building %s into %s (first use of this version; takes minutes)\n", t.name, dest)
 	for pkg, name := range t.bins {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w", "-o", filepath.Join(tmp, name), pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w "+t.ldflags, "-o", filepath.Join(tmp, name), pkg)
 		cmd.Dir = modDir
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
 		var out bytes.Buffer

@@ -3,6 +3,9 @@
 // kube-controller-manager and kube-scheduler v1.34.4, kwok as the kubelet of
 // every node, and metrics-server serving metrics.k8s.io. Binaries are built
 // from the Go module proxy on first use and cached (see EnsureBinaries).
+// AddRealNode adds real nodes beside the kwok ones: kubelet with its own
+// containerd and runc, for what only a real kubelet does (status
+// recomputation, registration, admission, cgroup limits).
 package cluster
 
 import (
@@ -88,6 +91,8 @@ type Cluster struct {
 	started []*Process
 	pids    []int
 	stopped bool
+	// realNodes are stopped before the control plane (AddRealNode).
+	realNodes []*RealNode
 }
 
 // Component names accepted by Process, StopComponent and StartComponent.
@@ -492,7 +497,12 @@ func (c *Cluster) Stop() {
 	}
 	c.stopped = true
 	procs := append([]*Process(nil), c.started...)
+	nodes := append([]*RealNode(nil), c.realNodes...)
 	c.mu.Unlock()
+	// Real nodes first, while the apiserver still answers kubelet.
+	for _, n := range nodes {
+		n.Stop()
+	}
 	// Reverse start order: clients before the apiserver, the apiserver before etcd.
 	var wg sync.WaitGroup
 	for i := len(procs) - 1; i >= 0; i-- {
@@ -509,6 +519,7 @@ func (c *Cluster) Stop() {
 			_ = p.Stop()
 		}
 	}
+	cleanupClusterDir(c.dir)
 	if os.Getenv("KUBE_RECLAIM_KEEP_CLUSTER_DIR") == "" {
 		_ = os.RemoveAll(c.dir)
 	}

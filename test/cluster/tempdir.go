@@ -44,6 +44,7 @@ func removeTempDirs() {
 	tempMu.Lock()
 	defer tempMu.Unlock()
 	for d := range tempDirs {
+		cleanupClusterDir(d)
 		_ = os.RemoveAll(d)
 		delete(tempDirs, d)
 	}
@@ -60,6 +61,7 @@ func sweepOrphanDirs() {
 		if err != nil || pid == os.Getpid() || PIDAlive(pid) {
 			continue
 		}
+		cleanupClusterDir(d)
 		if os.RemoveAll(d) == nil {
 			fmt.Fprintf(os.Stderr, "cluster: removed %s left by dead process %d\n", d, pid)
 		}
