@@ -38,7 +38,10 @@ func (d *demo) realNode(ctx context.Context) error {
 			break
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("no room of %dm / %d MiB published on %s within 4 minutes (annotation %+v, %v): the machine may be too busy", cpu, mem>>20, realNodeName, a, err)
+			if err != nil {
+				return fmt.Errorf("no room of %dm / %d MiB published on %s within 4 minutes (the machine may be too busy): %w", cpu, mem>>20, realNodeName, err)
+			}
+			return fmt.Errorf("no room of %dm / %d MiB published on %s within 4 minutes (annotation %+v): the machine may be too busy", cpu, mem>>20, realNodeName, a)
 		}
 		select {
 		case <-ctx.Done():

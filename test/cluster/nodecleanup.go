@@ -130,7 +130,11 @@ func killCgroupProcesses(root string) int {
 	n := 0
 	for _, h := range cgroupHierarchies() {
 		_ = filepath.WalkDir(filepath.Join(h, root), func(p string, d os.DirEntry, err error) error {
-			if err != nil || !d.IsDir() {
+			if err != nil {
+				// A cgroup removed while walking has nothing left to kill.
+				return filepath.SkipDir
+			}
+			if !d.IsDir() {
 				return nil
 			}
 			data, _ := os.ReadFile(filepath.Join(p, "cgroup.procs"))

@@ -516,26 +516,32 @@ func (n *RealNode) waitReady(ctx context.Context) error {
 	addrPatch, _ := json.Marshal(map[string]any{"status": map[string]any{
 		"addresses": []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
 	}})
-	return wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+	// API errors are retried until ctx ends; the last one says why it did.
+	var lastErr error
+	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
 		if !n.kubelet.Running() {
 			return false, errors.New("kubelet exited")
 		}
 		node, err := n.c.Client.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			return false, nil
-		}
 		if err != nil {
-			return false, nil
+			// Not found: kubelet has not registered the node yet.
+			lastErr = err
+			return false, nil //nolint:nilerr // retried until ctx ends; lastErr says why
 		}
 		if len(node.Status.Addresses) != 1 || node.Status.Addresses[0].Address != "127.0.0.1" {
 			// A merge patch replaces the list; a strategic one would merge into it.
 			if _, err := n.c.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, addrPatch,
 				metav1.PatchOptions{}, "status"); err != nil {
-				return false, nil
+				lastErr = err
+				return false, nil //nolint:nilerr // retried until ctx ends; lastErr says why
 			}
 		}
 		return NodeReady(node), nil
 	})
+	if err != nil && lastErr != nil {
+		return fmt.Errorf("%w (last API error: %w)", err, lastErr)
+	}
+	return err
 }
 
 // Stop stops kubelet, every container, containerd, and removes the node's
