@@ -9,7 +9,6 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -94,20 +93,47 @@ type request struct {
 	body   bytes.Buffer
 	states []nodeState
 	out    bytes.Buffer
+	// The decoded NodeNames and the answer's slices and map, reused: at
+	// 5000 names they are most of a call's garbage, and garbage collection
+	// against the pod cache is what sets the p99.
+	names    []string
+	passed   []string
+	failed   extenderv1.FailedNodesMap
+	priority extenderv1.HostPriorityList
 }
 
-var requests = sync.Pool{New: func() any { return new(request) }}
+// requests keeps a few request buffers between calls. Not a sync.Pool: a
+// pool is emptied by every second garbage collection, which at 5000 names
+// comes every few calls, so its buffers would rarely be reused.
+var requests = make(chan *request, 8)
+
+func getRequest() *request {
+	select {
+	case rq := <-requests:
+		return rq
+	default:
+		return new(request)
+	}
+}
 
 func putRequest(rq *request) {
-	if rq.body.Cap() > 4<<20 || rq.out.Cap() > 4<<20 {
+	if rq.body.Cap() > 4<<20 || rq.out.Cap() > 4<<20 || cap(rq.names) > 1<<16 {
 		return // do not pin the memory of an unusually large request
 	}
-	requests.Put(rq)
+	// The names are the request's strings: let them go with it.
+	clear(rq.names[:cap(rq.names)])
+	clear(rq.passed[:cap(rq.passed)])
+	clear(rq.failed)
+	clear(rq.priority[:cap(rq.priority)])
+	select {
+	case requests <- rq:
+	default:
+	}
 }
 
 // readBody reads the body (up to maxBody), answering 413 or 400 itself.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request, verb string) (*request, bool) {
-	rq := requests.Get().(*request)
+	rq := getRequest()
 	rq.body.Reset()
 	if r.ContentLength > 0 && r.ContentLength <= s.maxBody {
 		rq.body.Grow(int(r.ContentLength))
@@ -173,8 +199,23 @@ var argsJSON = jsoniter.ConfigCompatibleWithStandardLibrary
 // bytes, json-iterator keeps them), go to encoding/json, which decides and
 // words the error: its messages say where the body is wrong.
 func parseArgs(body []byte) (*extenderv1.ExtenderArgs, error) {
+	return decodeArgs(body, nil)
+}
+
+// decodeArgs is parseArgs decoding NodeNames into names' backing array
+// (the decoders append to a slice they are given), so that a filter call
+// does not regrow a 5000-name slice from nothing.
+func decodeArgs(body []byte, names []string) (*extenderv1.ExtenderArgs, error) {
 	args := &extenderv1.ExtenderArgs{}
-	if !utf8.Valid(body) || argsJSON.Unmarshal(body, args) != nil {
+	if names != nil {
+		reuse := names[:0]
+		args.NodeNames = &reuse
+	}
+	reused := names != nil
+	if !utf8.Valid(body) || argsJSON.Unmarshal(body, args) != nil ||
+		(reused && (args.NodeNames == nil || len(*args.NodeNames) == 0)) {
+		// Refused, or no names: a reused slice cannot tell an absent
+		// NodeNames from an empty one, and the checks below must.
 		args = &extenderv1.ExtenderArgs{}
 		if err := json.Unmarshal(body, args); err != nil {
 			return nil, err
@@ -201,7 +242,13 @@ func (s *server) serveArgs(verb string, respond func(args *extenderv1.ExtenderAr
 			return
 		}
 		defer putRequest(rq)
-		args, err := parseArgs(rq.body.Bytes())
+		if rq.names == nil {
+			rq.names = []string{}
+		}
+		args, err := decodeArgs(rq.body.Bytes(), rq.names)
+		if err == nil && args.NodeNames != nil {
+			rq.names = *args.NodeNames
+		}
 		switch {
 		case errors.Is(err, errNoPod):
 			http.Error(w, fmt.Sprintf("malformed %s request: no Pod", verb), http.StatusBadRequest)
@@ -257,7 +304,14 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 		return res
 	}
 	states := s.nodeStates(names, rq)
-	passed := make([]string, 0, len(names))
+	passed := rq.passed[:0]
+	if passed == nil {
+		passed = make([]string, 0, len(names)) // never answered as null
+	}
+	if rq.failed == nil {
+		rq.failed = make(extenderv1.FailedNodesMap, len(names))
+	}
+	res.FailedNodes = rq.failed
 	var counts reasonCounts
 	for i := range states {
 		if fits(states[i], req) {
@@ -268,6 +322,7 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 		res.FailedNodes[names[i]] = msg
 		counts[r]++
 	}
+	rq.passed = passed
 	res.NodeNames = &passed
 	s.metrics.countFiltered(&counts)
 	return res
@@ -286,9 +341,15 @@ func (s *server) prioritize(args *extenderv1.ExtenderArgs, rq *request) any {
 	if !mismatch && !req.IsZero() && len(names) > 0 {
 		states = s.nodeStates(names, rq)
 	}
-	list := make(extenderv1.HostPriorityList, len(names))
+	if cap(rq.priority) < len(names) {
+		rq.priority = make(extenderv1.HostPriorityList, len(names))
+	}
+	list := rq.priority[:len(names)]
+	if list == nil {
+		list = extenderv1.HostPriorityList{} // answered as [], not null
+	}
 	for i, n := range names {
-		list[i].Host = n
+		list[i] = extenderv1.HostPriority{Host: n}
 		if states != nil {
 			list[i].Score = score(s.strategy, states[i], req)
 		}
