@@ -8,7 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
@@ -171,4 +173,68 @@ func AddReadyNodes(t testing.TB, c *cluster.Cluster, n int, spec cluster.NodeSpe
 		t.Fatal(err)
 	}
 	return nodes
+}
+
+// WaitHeartbeat waits for a Ready heartbeat after the given time and returns
+// the node as stored with it. Heartbeat times have second precision, so
+// after is truncated to the second: a heartbeat within its second does not
+// count.
+func WaitHeartbeat(t testing.TB, c *cluster.Cluster, node string, after time.Time, timeout time.Duration) *corev1.Node {
+	t.Helper()
+	after = after.Truncate(time.Second)
+	var got *corev1.Node
+	if _, ok := Poll(timeout, 250*time.Millisecond, func() bool {
+		n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		got = n
+		return ReadyHeartbeat(n).After(after)
+	}); !ok {
+		t.Fatalf("node %s: no heartbeat after %s within %s", node, after.Format(time.RFC3339), timeout)
+	}
+	return got
+}
+
+// NodeWatch records every version of one node the apiserver stores from
+// when it starts: reads now and then would miss the versions in between.
+type NodeWatch struct {
+	w    watch.Interface
+	done chan []*corev1.Node
+}
+
+// WatchNode starts recording the versions of a node after the one stored
+// now.
+func WatchNode(t testing.TB, c *cluster.Cluster, name string) *NodeWatch {
+	t.Helper()
+	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := c.Client.CoreV1().Nodes().Watch(context.Background(), metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: n.ResourceVersion,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nw := &NodeWatch{w: w, done: make(chan []*corev1.Node, 1)}
+	go func() {
+		var seen []*corev1.Node
+		for ev := range w.ResultChan() {
+			if node, ok := ev.Object.(*corev1.Node); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
+				seen = append(seen, node)
+			}
+		}
+		nw.done <- seen
+	}()
+	return nw
+}
+
+// Stop ends the watch and returns the versions it recorded, each stored
+// change once.
+func (nw *NodeWatch) Stop() []*corev1.Node {
+	// Let the last events arrive.
+	time.Sleep(500 * time.Millisecond)
+	nw.w.Stop()
+	return <-nw.done
 }

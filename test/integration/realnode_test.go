@@ -3,28 +3,22 @@ package integration
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
@@ -39,7 +33,7 @@ func TestRealNode(t *testing.T) {
 		t.Skip("a real node needs root (kubelet manages cgroups and mounts); run the integration tests as root")
 	}
 	ctx := context.Background()
-	hostBefore := rnHostState()
+	hostBefore := readHostState()
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, NoScheduler: true})
 	const nodeName = "real-0"
 	spec := cluster.RealNodeSpec{StatusUpdateFrequency: 5 * time.Second, StatusReportFrequency: 15 * time.Second}
@@ -47,14 +41,13 @@ func TestRealNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := reclaimable.MustNames(reclaimable.DefaultDomain)
 	const ns = "default"
 	// kubelet posts status at least every StatusReportFrequency; allow for a
 	// busy 2-core machine.
 	const statusWrite = 60 * time.Second
 
 	t.Run("the node turns Ready, renews its Lease and posts its status", func(t *testing.T) {
-		node := rnGetNode(t, c, nodeName)
+		node := view(t, c, nodeName).Node
 		if !cluster.NodeReady(node) {
 			t.Fatalf("node not Ready: %+v", node.Status.Conditions)
 		}
@@ -69,37 +62,40 @@ func TestRealNode(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return rnRenewTime(l)
+			if l.Spec.RenewTime == nil {
+				return time.Time{}
+			}
+			return l.Spec.RenewTime.Time
 		}
 		var first time.Time
-		if _, ok := rnPollUntil(30*time.Second, 500*time.Millisecond, func() bool { first = lease(); return !first.IsZero() }); !ok {
+		if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool { first = lease(); return !first.IsZero() }); !ok {
 			t.Fatal("kubelet created no Lease within 30s")
 		}
-		if _, ok := rnPollUntil(40*time.Second, time.Second, func() bool { return lease().After(first) }); !ok {
+		if _, ok := framework.Poll(40*time.Second, time.Second, func() bool { return lease().After(first) }); !ok {
 			t.Errorf("Lease renewTime stayed at %s for 40s", first)
 		}
-		beat := rnHeartbeat(node)
-		n := rnWaitStatusWrite(t, c, nodeName, beat, statusWrite)
-		t.Logf("Lease renewed after %s; status heartbeat %s -> %s", first.Format(time.RFC3339), beat.Format(time.RFC3339), rnHeartbeat(n).Format(time.RFC3339))
+		beat := framework.ReadyHeartbeat(node)
+		n := framework.WaitHeartbeat(t, c, nodeName, beat, statusWrite)
+		t.Logf("Lease renewed after %s; status heartbeat %s -> %s", first.Format(time.RFC3339), beat.Format(time.RFC3339), framework.ReadyHeartbeat(n).Format(time.RFC3339))
 	})
 
 	t.Run("a plain pod runs: its process exists and its cgroups carry its limits", func(t *testing.T) {
-		pod := rnPod(ns, "plain", nodeName, corev1.ResourceRequirements{
+		pod := workloadPod(ns, "plain", nodeName, corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("0"), corev1.ResourceMemory: resource.MustParse("0")},
 			Limits:   corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		})
-		p := rnCreateAndWait(t, c, pod, corev1.PodRunning, 90*time.Second)
+		p := runPod(t, c, pod, corev1.PodRunning, 90*time.Second)
 		if p.Status.QOSClass != corev1.PodQOSBurstable {
 			t.Errorf("qosClass %s, want Burstable", p.Status.QOSClass)
 		}
-		cg := rnContainerCgroup(t, rn, p)
-		if got := rnReadInt(t, filepath.Join("/sys/fs/cgroup/memory", cg, "memory.limit_in_bytes")); got != 64<<20 {
+		cg := containerCgroup(t, rn, p)
+		if got := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/memory", cg, "memory.limit_in_bytes")); got != 64<<20 {
 			t.Errorf("memory.limit_in_bytes %d, want %d", got, 64<<20)
 		}
-		if got := rnReadInt(t, filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_quota_us")); got != 50000 {
+		if got := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_quota_us")); got != 50000 {
 			t.Errorf("cpu.cfs_quota_us %d, want 50000", got)
 		}
-		pids := rnCgroupPIDs(t, filepath.Join("/sys/fs/cgroup/pids", cg))
+		pids := cgroupPIDs(t, filepath.Join("/sys/fs/cgroup/pids", cg))
 		if len(pids) == 0 {
 			t.Fatalf("no process in the container's cgroup %s", cg)
 		}
@@ -111,11 +107,11 @@ func TestRealNode(t *testing.T) {
 	})
 
 	t.Run("a container allocating past its memory limit is OOM-killed and only it", func(t *testing.T) {
-		pod := rnPod(ns, "hog", nodeName, corev1.ResourceRequirements{
+		pod := workloadPod(ns, "hog", nodeName, corev1.ResourceRequirements{
 			Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
 		})
 		pod.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "ALLOCATE_MIB", Value: "200"}}
-		p := rnCreateAndWait(t, c, pod, corev1.PodFailed, 90*time.Second)
+		p := runPod(t, c, pod, corev1.PodFailed, 90*time.Second)
 		st := p.Status.ContainerStatuses
 		if len(st) != 1 || st[0].State.Terminated == nil || st[0].State.Terminated.Reason != "OOMKilled" || st[0].State.Terminated.ExitCode != 137 {
 			t.Fatalf("container status %+v, want terminated OOMKilled exit 137", st)
@@ -131,27 +127,27 @@ func TestRealNode(t *testing.T) {
 	})
 
 	t.Run("kubelet admits pods against the extended resources in allocatable and rejects what does not fit", func(t *testing.T) {
-		rnSetReclaimedStatus(t, c, nodeName, names, 4000, 4<<30)
+		v := map[string]any{string(names.CPU): "4000", string(names.Memory): strconv.FormatInt(4<<30, 10)}
+		framework.MustPatchNode(t, c, nodeName, map[string]any{"status": map[string]any{"capacity": v, "allocatable": v}}, "status")
 		reclaimed := func(cpu int64) corev1.ResourceRequirements {
 			l := corev1.ResourceList{names.CPU: *resource.NewQuantity(cpu, resource.DecimalSI)}
 			return corev1.ResourceRequirements{Requests: l, Limits: l}
 		}
-		fits := rnCreateAndWait(t, c, rnPod(ns, "fits", nodeName, reclaimed(3000)), corev1.PodRunning, 90*time.Second)
+		fits := runPod(t, c, workloadPod(ns, "fits", nodeName, reclaimed(3000)), corev1.PodRunning, 90*time.Second)
 		if fits.Status.QOSClass != corev1.PodQOSBestEffort {
 			t.Errorf("a pod requesting only extended resources has qosClass %s, want BestEffort", fits.Status.QOSClass)
 		}
 		// 3000 + 2000 > 4000: kubelet's own admission must refuse it.
-		over := rnCreateAndWait(t, c, rnPod(ns, "over", nodeName, reclaimed(2000)), corev1.PodFailed, 60*time.Second)
+		over := runPod(t, c, workloadPod(ns, "over", nodeName, reclaimed(2000)), corev1.PodFailed, 60*time.Second)
 		if want := "OutOf" + string(names.CPU); over.Status.Reason != want {
 			t.Errorf("rejected pod reason %q (%s), want %q", over.Status.Reason, over.Status.Message, want)
 		}
 		t.Logf("rejected: %s", over.Status.Message)
 		// Both answers came from the values in status, which kubelet's own
 		// status writes leave alone.
-		node := rnWaitStatusWrite(t, c, nodeName, time.Now(), statusWrite)
-		rnAssertReclaimed(t, node, names, 4000, 4<<30)
+		assertInjected(t, framework.WaitHeartbeat(t, c, nodeName, time.Now(), statusWrite), 4000, 4<<30)
 		// Fresh registrations below empty kubelet's root dir: no pod may be left.
-		rnDeletePods(t, c, ns, "fits", "over", "hog", "plain")
+		framework.DeleteAllPods(t, c, ns)
 	})
 
 	t.Run("with only kubelet writing, the webhook keeps the reclaimed values through its writes, a restart and a fresh registration", func(t *testing.T) {
@@ -159,7 +155,8 @@ func TestRealNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rnStartWebhook(t, c, port)
+		// Publisher liveness is not required: no publisher runs here.
+		startWebhook(t, c, t.TempDir(), port, "--stale-after=1h", "--publisher-lease-name=")
 		cfg := webhook.MutatingWebhookConfiguration("kube-reclaim-webhook",
 			webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), c.CA().CertPEM))
 		if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
@@ -167,26 +164,31 @@ func TestRealNode(t *testing.T) {
 		}
 		const cpu, mem = 2500, 3 << 30
 		annotate := func() {
-			rnAnnotate(t, c, nodeName, names, reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: mem, Policy: "usage", WriteTime: time.Now()})
+			framework.SetAnnotation(t, c, nodeName, reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: mem, Policy: "usage", WriteTime: time.Now()})
+		}
+		// carries reports whether capacity and allocatable both hold cpu/mem.
+		carries := func(n *corev1.Node) bool {
+			v := framework.ViewOf(n, time.Now(), time.Hour)
+			want := reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}
+			return v.Capacity == want && v.Allocatable == want
 		}
 		annotate()
 		// The webhook registration takes a moment to reach the apiserver's
 		// admission chain; kubelet's writes are the only writes from here on.
-		if _, ok := rnPollUntil(statusWrite, time.Second, func() bool {
-			n := rnWaitStatusWrite(t, c, nodeName, time.Now(), statusWrite)
-			return rnReclaimed(n, names) == [2]int64{cpu, mem}
+		if _, ok := framework.Poll(statusWrite, time.Second, func() bool {
+			return carries(framework.WaitHeartbeat(t, c, nodeName, time.Now(), statusWrite))
 		}); !ok {
 			t.Fatalf("kubelet's status writes never carried %d/%d", cpu, mem)
 		}
 
 		t.Run("every version through kubelet's status writes and a restart carries them", func(t *testing.T) {
-			w := rnWatchNode(t, c, nodeName)
+			w := framework.WatchNode(t, c, nodeName)
 			restart := time.Now()
 			if err := rn.RestartKubelet(ctx); err != nil {
 				t.Fatal(err)
 			}
-			rnWaitStatusWrite(t, c, nodeName, restart, statusWrite)
-			rnAssertEveryVersion(t, w.stop(), names, cpu, mem, restart)
+			framework.WaitHeartbeat(t, c, nodeName, restart, statusWrite)
+			assertEveryVersion(t, w.Stop(), cpu, mem, restart)
 		})
 
 		// Whether kubelet zeroes the values on a fresh root dir at all here:
@@ -207,12 +209,12 @@ func TestRealNode(t *testing.T) {
 			if err := rn.Reregister(ctx, false); err != nil {
 				t.Fatal(err)
 			}
-			got := rnReclaimed(rnGetNode(t, c, nodeName), names)
-			zeroes = got == [2]int64{0, 0}
-			t.Logf("after a fresh kubelet root dir without the webhook the node carries %v (zeroed: %v)", got, zeroes)
+			v := view(t, c, nodeName)
+			zeroes = v.Capacity == reclaimable.Resources{} && v.Allocatable == reclaimable.Resources{}
+			t.Logf("after a fresh kubelet root dir without the webhook the node carries capacity %+v allocatable %+v (zeroed: %v)", v.Capacity, v.Allocatable, zeroes)
 		})
-		if _, ok := rnPollUntil(statusWrite, time.Second, func() bool {
-			return rnReclaimed(rnWaitStatusWrite(t, c, nodeName, time.Now(), statusWrite), names) == [2]int64{cpu, mem}
+		if _, ok := framework.Poll(statusWrite, time.Second, func() bool {
+			return carries(framework.WaitHeartbeat(t, c, nodeName, time.Now(), statusWrite))
 		}); !ok {
 			t.Fatal("the webhook did not restore the values after it was registered again")
 		}
@@ -226,29 +228,27 @@ func TestRealNode(t *testing.T) {
 				// there can be created before the node registers: a race.
 				t.Skip("kubelet did not zero the extended resources on a fresh root dir without the webhook (control above), so this path cannot be shown here")
 			}
-			w := rnWatchNode(t, c, nodeName)
+			w := framework.WatchNode(t, c, nodeName)
 			start := time.Now()
 			if err := rn.Reregister(ctx, false); err != nil {
 				t.Fatal(err)
 			}
-			rnWaitStatusWrite(t, c, nodeName, start, statusWrite)
-			rnAssertEveryVersion(t, w.stop(), names, cpu, mem, start)
+			framework.WaitHeartbeat(t, c, nodeName, start, statusWrite)
+			assertEveryVersion(t, w.Stop(), cpu, mem, start)
 		})
 
 		t.Run("the Node deleted and registered from scratch: CREATE, then the first status write after the annotation", func(t *testing.T) {
 			if err := rn.Reregister(ctx, true); err != nil {
 				t.Fatal(err)
 			}
-			n := rnGetNode(t, c, nodeName)
-			if _, ok := n.Annotations[names.Annotation]; ok {
+			if _, ok := view(t, c, nodeName).Node.Annotations[names.Annotation]; ok {
 				t.Fatal("a node created from scratch already has the annotation")
 			}
 			// The publisher annotates a new node; kubelet's next status write
 			// (not the annotation write itself, which is not a status write)
 			// must then carry the values.
 			annotate()
-			n = rnWaitStatusWrite(t, c, nodeName, time.Now(), statusWrite)
-			rnAssertReclaimed(t, n, names, cpu, mem)
+			assertInjected(t, framework.WaitHeartbeat(t, c, nodeName, time.Now(), statusWrite), cpu, mem)
 		})
 	})
 
@@ -268,29 +268,22 @@ func TestRealNode(t *testing.T) {
 		}
 		// Let registration writes settle before counting.
 		time.Sleep(15 * time.Second)
-		plain := rnCountWrites(t, c, name, window)
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.CPURatio: "1.5"}}})
-		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		plain := countNodeWrites(t, c, name, window)
+		framework.MustPatchNode(t, c, name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{names.CPURatio: "1.5"}}})
 		// kubelet posts nothing until its status changes or the report period
 		// (5m) passes, and the webhook only inflates on a status write: one
 		// unchanged status patch goes through it now.
-		addr, _ := json.Marshal(map[string]any{"status": map[string]any{
-			"addresses": []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}})
-		if _, err := c.Client.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, addr, metav1.PatchOptions{}, "status"); err != nil {
-			t.Fatal(err)
-		}
+		framework.MustPatchNode(t, c, name, map[string]any{"status": map[string]any{
+			"addresses": []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}, "status")
 		// Positive control: the ratio is applied, or the count below would
 		// measure a node that never opted in.
-		if _, ok := rnPollUntil(time.Minute, time.Second, func() bool {
-			n := rnGetNode(t, c, name)
-			_, recorded := n.Annotations[webhook.OversellRecordAnnotation(names)]
+		if _, ok := framework.Poll(time.Minute, time.Second, func() bool {
+			_, recorded := view(t, c, name).Node.Annotations[webhook.OversellRecordAnnotation(names)]
 			return recorded
 		}); !ok {
 			t.Fatal("oversell never applied on the opted-in node")
 		}
-		opted := rnCountWrites(t, c, name, window)
+		opted := countNodeWrites(t, c, name, window)
 		perMin := func(n int) float64 { return float64(n) / window.Minutes() }
 		t.Logf("nodes/status writes over %s each: plain %d (%.2f/min), opted in %d (%.2f/min)", window, plain, perMin(plain), opted, perMin(opted))
 		if opted <= plain || perMin(opted) < 3 {
@@ -308,20 +301,20 @@ func TestRealNode(t *testing.T) {
 		if strings.TrimSpace(string(inside)) != "1" {
 			t.Errorf("kubelet sees vm.overcommit_memory=%s, want the 1 it writes", inside)
 		}
-		if now := rnHostState(); now.sysctls["vm/overcommit_memory"] != hostBefore.sysctls["vm/overcommit_memory"] {
+		if now := readHostState(); now.sysctls["vm/overcommit_memory"] != hostBefore.sysctls["vm/overcommit_memory"] {
 			t.Errorf("host vm.overcommit_memory changed from %s to %s", hostBefore.sysctls["vm/overcommit_memory"], now.sysctls["vm/overcommit_memory"])
 		}
 	})
 
 	t.Run("after the cluster stops no process, mount, cgroup or host file of the node is left", func(t *testing.T) {
-		rnCreateAndWait(t, c, rnPod(ns, "last", nodeName, corev1.ResourceRequirements{}), corev1.PodRunning, 90*time.Second)
+		runPod(t, c, workloadPod(ns, "last", nodeName, corev1.ResourceRequirements{}), corev1.PodRunning, 90*time.Second)
 		pids := []int{rn.Kubelet().PID(), rn.Containerd().PID()}
-		shims := rnProcessesMentioning(rn.Dir)
+		shims := processesMentioning(rn.Dir)
 		if len(shims) == 0 {
 			t.Fatal("no containerd shim found before stopping: the check below would prove nothing")
 		}
 		pids = append(pids, shims...)
-		containers := rnCgroupPIDs(t, filepath.Join("/sys/fs/cgroup/pids", rn.CgroupRoot))
+		containers := cgroupPIDs(t, filepath.Join("/sys/fs/cgroup/pids", rn.CgroupRoot))
 		if len(containers) == 0 {
 			t.Fatal("no container process found before stopping")
 		}
@@ -337,7 +330,7 @@ func TestRealNode(t *testing.T) {
 				t.Errorf("process %d still alive after Stop", pid)
 			}
 		}
-		if left := rnProcessesMentioning(rn.Dir); len(left) > 0 {
+		if left := processesMentioning(rn.Dir); len(left) > 0 {
 			t.Errorf("processes still using the node's directory: %v", left)
 		}
 		if left := cluster.MountsBelow(dir); len(left) > 0 {
@@ -351,7 +344,7 @@ func TestRealNode(t *testing.T) {
 		if _, err := os.Stat(dir); !os.IsNotExist(err) {
 			t.Errorf("cluster dir %s still exists", dir)
 		}
-		after := rnHostState()
+		after := readHostState()
 		for k, v := range hostBefore.sysctls {
 			if after.sysctls[k] != v {
 				t.Errorf("host sysctl %s changed from %s to %s", k, v, after.sysctls[k])
@@ -366,14 +359,14 @@ func TestRealNode(t *testing.T) {
 	})
 }
 
-// rnHostState is what a real node must not change on the machine.
-type rnHost struct {
+// hostState is what a real node must not change on the machine.
+type hostState struct {
 	sysctls map[string]string
 	paths   map[string]bool
 }
 
-func rnHostState() rnHost {
-	h := rnHost{sysctls: map[string]string{}, paths: map[string]bool{}}
+func readHostState() hostState {
+	h := hostState{sysctls: map[string]string{}, paths: map[string]bool{}}
 	for _, s := range []string{"kernel/panic", "kernel/panic_on_oops", "vm/overcommit_memory", "vm/panic_on_oom",
 		"kernel/keys/root_maxkeys", "kernel/keys/root_maxbytes", "net/ipv4/ip_forward"} {
 		b, _ := os.ReadFile(filepath.Join("/proc/sys", s))
@@ -386,7 +379,8 @@ func rnHostState() rnHost {
 	return h
 }
 
-func rnPod(ns, name, node string, res corev1.ResourceRequirements) *corev1.Pod {
+// workloadPod runs the locally built workload image on a real node.
+func workloadPod(ns, name, node string, res corev1.ResourceRequirements) *corev1.Pod {
 	return &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: corev1.PodSpec{
@@ -402,17 +396,14 @@ func rnPod(ns, name, node string, res corev1.ResourceRequirements) *corev1.Pod {
 	}
 }
 
-// rnCreateAndWait creates a pod and waits for a phase, failing early when it
-// reaches a different final phase.
-func rnCreateAndWait(t *testing.T, c *cluster.Cluster, pod *corev1.Pod, phase corev1.PodPhase, timeout time.Duration) *corev1.Pod {
+// runPod creates a pod and waits for a phase, failing early when it reaches
+// a different final phase.
+func runPod(t *testing.T, c *cluster.Cluster, pod *corev1.Pod, phase corev1.PodPhase, timeout time.Duration) *corev1.Pod {
 	t.Helper()
-	ctx := context.Background()
-	if _, err := c.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	framework.CreatePod(t, c, pod)
 	var last *corev1.Pod
-	_, ok := rnPollUntil(timeout, 250*time.Millisecond, func() bool {
-		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	_, ok := framework.Poll(timeout, 250*time.Millisecond, func() bool {
+		p, err := c.Client.CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false
 		}
@@ -420,29 +411,18 @@ func rnCreateAndWait(t *testing.T, c *cluster.Cluster, pod *corev1.Pod, phase co
 		final := p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed
 		return p.Status.Phase == phase || final
 	})
+	if last == nil {
+		t.Fatalf("pod %s: never seen, want phase %s", pod.Name, phase)
+	}
 	if !ok || last.Status.Phase != phase {
-		t.Fatalf("pod %s: phase %v, want %s; status %+v", pod.Name, phasePtr(last), phase, statusPtr(last))
+		t.Fatalf("pod %s: phase %s, want %s; status %+v", pod.Name, last.Status.Phase, phase, last.Status)
 	}
 	return last
 }
 
-func phasePtr(p *corev1.Pod) any {
-	if p == nil {
-		return "never seen"
-	}
-	return p.Status.Phase
-}
-
-func statusPtr(p *corev1.Pod) any {
-	if p == nil {
-		return nil
-	}
-	return p.Status
-}
-
-// rnContainerCgroup is the cgroup path (relative to a hierarchy) of the
-// pod's only container: <cgroupRoot>/kubepods[/<qos>]/pod<uid>/<container id>.
-func rnContainerCgroup(t *testing.T, rn *cluster.RealNode, p *corev1.Pod) string {
+// containerCgroup is the cgroup path (relative to a hierarchy) of the pod's
+// only container: <cgroupRoot>/kubepods[/<qos>]/pod<uid>/<container id>.
+func containerCgroup(t *testing.T, rn *cluster.RealNode, p *corev1.Pod) string {
 	t.Helper()
 	id := strings.TrimPrefix(p.Status.ContainerStatuses[0].ContainerID, "containerd://")
 	qos := map[corev1.PodQOSClass]string{corev1.PodQOSBurstable: "burstable", corev1.PodQOSBestEffort: "besteffort"}[p.Status.QOSClass]
@@ -453,7 +433,8 @@ func rnContainerCgroup(t *testing.T, rn *cluster.RealNode, p *corev1.Pod) string
 	return cg
 }
 
-func rnReadInt(t *testing.T, path string) int64 {
+// readCgroupInt reads a cgroup file holding one integer.
+func readCgroupInt(t *testing.T, path string) int64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -466,8 +447,8 @@ func rnReadInt(t *testing.T, path string) int64 {
 	return v
 }
 
-// rnCgroupPIDs lists the live processes in a cgroup and every cgroup below.
-func rnCgroupPIDs(t *testing.T, dir string) []int {
+// cgroupPIDs lists the live processes in a cgroup and every cgroup below.
+func cgroupPIDs(t *testing.T, dir string) []int {
 	t.Helper()
 	var pids []int
 	err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
@@ -491,9 +472,9 @@ func rnCgroupPIDs(t *testing.T, dir string) []int {
 	return pids
 }
 
-// rnProcessesMentioning lists live processes whose command line names a path
+// processesMentioning lists live processes whose command line names a path
 // below dir (containerd shims carry their containerd's socket).
-func rnProcessesMentioning(dir string) []int {
+func processesMentioning(dir string) []int {
 	var pids []int
 	entries, _ := os.ReadDir("/proc")
 	for _, e := range entries {
@@ -509,134 +490,15 @@ func rnProcessesMentioning(dir string) []int {
 	return pids
 }
 
-func rnGetNode(t *testing.T, c *cluster.Cluster, name string) *corev1.Node {
-	t.Helper()
-	n, err := c.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-func rnRenewTime(l *coordinationv1.Lease) time.Time {
-	if l.Spec.RenewTime == nil {
-		return time.Time{}
-	}
-	return l.Spec.RenewTime.Time
-}
-
-// rnHeartbeat is the Ready condition's heartbeat: only kubelet writes it.
-func rnHeartbeat(n *corev1.Node) time.Time {
-	for _, cond := range n.Status.Conditions {
-		if cond.Type == corev1.NodeReady {
-			return cond.LastHeartbeatTime.Time
-		}
-	}
-	return time.Time{}
-}
-
-// rnWaitStatusWrite waits for a kubelet status write with a heartbeat after
-// since (heartbeat times have second precision) and returns the node.
-func rnWaitStatusWrite(t *testing.T, c *cluster.Cluster, name string, since time.Time, timeout time.Duration) *corev1.Node {
-	t.Helper()
-	var n *corev1.Node
-	since = since.Truncate(time.Second)
-	if _, ok := rnPollUntil(timeout, 500*time.Millisecond, func() bool {
-		got, err := c.Client.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		n = got
-		return rnHeartbeat(got).After(since)
-	}); !ok {
-		t.Fatalf("no kubelet status write on %s after %s within %s", name, since.Format(time.RFC3339), timeout)
-	}
-	return n
-}
-
-func rnReclaimed(n *corev1.Node, names reclaimable.Names) [2]int64 {
-	c, m := n.Status.Capacity[names.CPU], n.Status.Capacity[names.Memory]
-	ac, am := n.Status.Allocatable[names.CPU], n.Status.Allocatable[names.Memory]
-	if c.Value() != ac.Value() || m.Value() != am.Value() {
-		return [2]int64{-1, -1} // unequal capacity and allocatable is a defect of its own
-	}
-	return [2]int64{c.Value(), m.Value()}
-}
-
-func rnAssertReclaimed(t *testing.T, n *corev1.Node, names reclaimable.Names, cpu, mem int64) {
-	t.Helper()
-	if got := rnReclaimed(n, names); got != [2]int64{cpu, mem} {
-		t.Errorf("node %s (rv %s): reclaimed capacity %v allocatable %v, want %d/%d in both", n.Name, n.ResourceVersion,
-			[]any{n.Status.Capacity[names.CPU], n.Status.Capacity[names.Memory]},
-			[]any{n.Status.Allocatable[names.CPU], n.Status.Allocatable[names.Memory]}, cpu, mem)
-	}
-}
-
-func rnSetReclaimedStatus(t *testing.T, c *cluster.Cluster, node string, names reclaimable.Names, cpu, mem int64) {
-	t.Helper()
-	v := map[string]any{string(names.CPU): strconv.FormatInt(cpu, 10), string(names.Memory): strconv.FormatInt(mem, 10)}
-	patch, _ := json.Marshal(map[string]any{"status": map[string]any{"capacity": v, "allocatable": v}})
-	if _, err := c.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}, "status"); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func rnAnnotate(t *testing.T, c *cluster.Cluster, node string, names reclaimable.Names, a reclaimable.Annotation) {
-	t.Helper()
-	v, err := a.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{names.Annotation: v}}})
-	if _, err := c.Client.CoreV1().Nodes().Patch(context.Background(), node, types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// rnNodeWatch records every version of one node the apiserver stores.
-type rnNodeWatch struct {
-	w    watch.Interface
-	done chan []*corev1.Node
-}
-
-func rnWatchNode(t *testing.T, c *cluster.Cluster, name string) *rnNodeWatch {
-	t.Helper()
-	n := rnGetNode(t, c, name)
-	w, err := c.Client.CoreV1().Nodes().Watch(context.Background(), metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", name).String(), ResourceVersion: n.ResourceVersion,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nw := &rnNodeWatch{w: w, done: make(chan []*corev1.Node, 1)}
-	go func() {
-		var seen []*corev1.Node
-		for ev := range w.ResultChan() {
-			if node, ok := ev.Object.(*corev1.Node); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				seen = append(seen, node)
-			}
-		}
-		nw.done <- seen
-	}()
-	return nw
-}
-
-func (nw *rnNodeWatch) stop() []*corev1.Node {
-	// Let the last events arrive.
-	time.Sleep(500 * time.Millisecond)
-	nw.w.Stop()
-	return <-nw.done
-}
-
-// rnAssertEveryVersion checks every stored version carries the values, and
+// assertEveryVersion checks every stored version carries the values, and
 // that kubelet really wrote status in the window (heartbeat after since):
 // without a kubelet write the check would prove nothing.
-func rnAssertEveryVersion(t *testing.T, versions []*corev1.Node, names reclaimable.Names, cpu, mem int64, since time.Time) {
+func assertEveryVersion(t *testing.T, versions []*corev1.Node, cpu, mem int64, since time.Time) {
 	t.Helper()
 	kubeletWrites := 0
 	for _, n := range versions {
-		rnAssertReclaimed(t, n, names, cpu, mem)
-		if rnHeartbeat(n).After(since.Truncate(time.Second)) {
+		assertInjected(t, n, cpu, mem)
+		if framework.ReadyHeartbeat(n).After(since.Truncate(time.Second)) {
 			kubeletWrites++
 		}
 	}
@@ -646,92 +508,11 @@ func rnAssertEveryVersion(t *testing.T, versions []*corev1.Node, names reclaimab
 	t.Logf("%d versions of the node, %d with a new kubelet heartbeat, all carry %d/%d", len(versions), kubeletWrites, cpu, mem)
 }
 
-// rnStartWebhook runs the webhook role with a serving certificate from the
-// cluster CA, publisher liveness not required (no publisher runs here).
-func rnStartWebhook(t *testing.T, c *cluster.Cluster, port int) {
-	t.Helper()
-	dir := t.TempDir()
-	bin := filepath.Join(dir, "kube-reclaim")
-	root, err := cluster.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	build := exec.Command("go", "build", "-o", bin, "./cmd/kube-reclaim")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	kp, err := c.CA().ServingCert("kube-reclaim-webhook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	certFile, keyFile, err := kp.Write(dir, "webhook")
-	if err != nil {
-		t.Fatal(err)
-	}
-	health, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.StartProcess("webhook", bin, "webhook", "--kubeconfig="+c.Kubeconfig(),
-		fmt.Sprintf("--health-address=127.0.0.1:%d", health), fmt.Sprintf("--listen-address=127.0.0.1:%d", port),
-		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile,
-		"--stale-after=1h", "--publisher-lease-name="); err != nil {
-		t.Fatal(err)
-	}
-	if _, ok := rnPollUntil(60*time.Second, 200*time.Millisecond, func() bool {
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", health))
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}); !ok {
-		t.Fatalf("webhook not ready:\n%s", c.Process("webhook").Tail(3000))
-	}
-}
-
-// rnCountWrites counts the writes to a node over a window, by the watch
+// countNodeWrites counts the writes to a node over a window, by the watch
 // events the apiserver sends (each stored change is one event).
-func rnCountWrites(t *testing.T, c *cluster.Cluster, name string, window time.Duration) int {
+func countNodeWrites(t *testing.T, c *cluster.Cluster, name string, window time.Duration) int {
 	t.Helper()
-	w := rnWatchNode(t, c, name)
+	w := framework.WatchNode(t, c, name)
 	time.Sleep(window)
-	return len(w.stop())
-}
-
-// rnPollUntil calls f every interval until it is true or timeout passes.
-func rnPollUntil(timeout, interval time.Duration, f func() bool) (time.Duration, bool) {
-	start := time.Now()
-	for {
-		if f() {
-			return time.Since(start), true
-		}
-		if time.Since(start) > timeout {
-			return time.Since(start), false
-		}
-		time.Sleep(interval)
-	}
-}
-
-// rnDeletePods deletes pods at once and waits until they are gone.
-func rnDeletePods(t *testing.T, c *cluster.Cluster, ns string, names ...string) {
-	t.Helper()
-	ctx := context.Background()
-	for _, name := range names {
-		err := c.Client.CoreV1().Pods(ns).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
-		if err != nil && !apierrors.IsNotFound(err) {
-			t.Fatal(err)
-		}
-	}
-	if _, ok := rnPollUntil(60*time.Second, 250*time.Millisecond, func() bool {
-		for _, name := range names {
-			if _, err := c.Client.CoreV1().Pods(ns).Get(ctx, name, metav1.GetOptions{}); !apierrors.IsNotFound(err) {
-				return false
-			}
-		}
-		return true
-	}); !ok {
-		t.Fatalf("pods %v not deleted within 60s", names)
-	}
+	return len(w.Stop())
 }

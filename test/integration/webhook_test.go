@@ -24,23 +24,7 @@ import (
 // heartbeat time) after now, and returns the node as stored after it.
 func waitHeartbeat(t *testing.T, c *cluster.Cluster, node string, timeout time.Duration) *corev1.Node {
 	t.Helper()
-	n0, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	last := framework.ReadyHeartbeat(n0)
-	var got *corev1.Node
-	if _, ok := framework.Poll(timeout, 250*time.Millisecond, func() bool {
-		n, err := c.Client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		if err != nil {
-			return false
-		}
-		got = n
-		return framework.ReadyHeartbeat(n).After(last)
-	}); !ok {
-		t.Fatalf("node %s: no heartbeat within %s", node, timeout)
-	}
-	return got
+	return framework.WaitHeartbeat(t, c, node, view(t, c, node).Heartbeat, timeout)
 }
 
 func assertInjected(t *testing.T, n *corev1.Node, cpu, mem int64) {
