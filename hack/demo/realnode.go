@@ -66,7 +66,7 @@ func (d *demo) realNode(ctx context.Context) error {
 			return err
 		}
 		if p.Status.Phase == corev1.PodRunning {
-			d.step("batch pod %s (requests = limits = %dm reclaimed CPU, %d MiB reclaimed memory) is Running on %s, bound by the extender: container %s burns %dm and holds 64 MiB",
+			d.step("batch pod %s (requests = limits = %dm reclaimed CPU, %d MiB reclaimed memory) is Running on %s, bound by the extender: container %s started with orders to burn %dm and hold 64 MiB (not measured here)",
 				p.Name, cpu, mem>>20, p.Spec.NodeName, p.Status.ContainerStatuses[0].ContainerID, cpu)
 			return nil
 		}
