@@ -13,17 +13,19 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// The cached verdict must always equal what reclaimable.Judge says right now,
-// whatever the order of instants and lease flips it is asked at.
+// The cached verdict must always equal what reclaimable.Judge says right now
+// (its values clamped to the node's allocatable), whatever the order of
+// instants and lease flips it is asked at.
 func TestCachedVerdictAgreesWithJudge(t *testing.T) {
 	const staleAfter = 10 * time.Minute
 	written := t0
 	a := reclaimable.Annotation{CPUMilli: 1000, MemoryBytes: gi, Policy: "usage", WriteTime: written}
 	value, _ := a.Marshal()
 	entries := map[string]*nodeEntry{
-		"fresh-annotation": {annotation: value, present: true},
-		"missing":          {},
-		"malformed":        {annotation: "{", present: true},
+		"fresh-annotation":  {annotation: value, present: true, allocatable: req(4000, 4*gi)},
+		"above-allocatable": {annotation: value, present: true, allocatable: req(500, 2*gi)},
+		"missing":           {},
+		"malformed":         {annotation: "{", present: true},
 	}
 	// Instants around every boundary of Judge, visited in random order.
 	var instants []time.Time
@@ -39,6 +41,7 @@ func TestCachedVerdictAgreesWithJudge(t *testing.T) {
 			alive := rng.IntN(4) != 0
 			got := e.judge(now, now.UnixNano(), alive, staleAfter)
 			want := reclaimable.Judge(e.annotation, e.present, now, staleAfter, alive)
+			want.Values = clampTo(want.Values, e.allocatable)
 			if got.Fresh != want.Fresh || got.Reason != want.Reason || got.Values != want.Values {
 				t.Fatalf("%s at written%+v alive=%v: cached {%v %q %+v}, Judge {%v %q %+v}", name, now.Sub(written), alive,
 					got.Fresh, got.Reason, got.Values, want.Fresh, want.Reason, want.Values)

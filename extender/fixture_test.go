@@ -234,11 +234,18 @@ func node(name string, cpu, mem int64, writtenAgo time.Duration) *corev1.Node {
 	if err != nil {
 		panic(err)
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{testNames.Annotation: v}}}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{testNames.Annotation: v}},
+		Status: corev1.NodeStatus{Allocatable: bigAllocatable()}}
+}
+
+// bigAllocatable is more native allocatable than any test annotates, so
+// that only the clamp tests are clamped.
+func bigAllocatable() corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("16Ti")}
 }
 
 func nodeWithAnnotation(name, value string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: bigAllocatable()}}
 	if value != "" {
 		n.Annotations = map[string]string{testNames.Annotation: value}
 	}

@@ -42,6 +42,9 @@ type nodeRecord struct {
 	name       string
 	annotation string
 	present    bool
+	// allocatable is the node's native allocatable CPU (millicores) and
+	// memory (bytes): no annotated value may exceed it.
+	allocatable reclaimable.Resources
 }
 
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
@@ -78,10 +81,17 @@ func nodeTransform(n reclaimable.Names) cache.TransformFunc {
 	return func(obj interface{}) (interface{}, error) {
 		if node, ok := obj.(*corev1.Node); ok {
 			v, present := node.Annotations[n.Annotation]
-			return &nodeRecord{name: node.Name, annotation: v, present: present}, nil
+			return &nodeRecord{name: node.Name, annotation: v, present: present, allocatable: nativeAllocatable(node)}, nil
 		}
 		return obj, nil
 	}
+}
+
+// nativeAllocatable is the node's allocatable CPU and memory; a node that
+// lists none has none (0), so nothing annotated on it can be trusted.
+func nativeAllocatable(node *corev1.Node) reclaimable.Resources {
+	a := node.Status.Allocatable
+	return reclaimable.Resources{CPUMilli: a.Cpu().MilliValue(), MemoryBytes: a.Memory().Value()}
 }
 
 // nonTerminalPods is kube-scheduler's own pod selector: finished pods free

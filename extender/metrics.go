@@ -14,6 +14,12 @@ const (
 	bindAPIError = "api-error" // the Binding call failed
 )
 
+// Resource label values of clamped_nodes.
+const (
+	clampCPU    = "cpu"
+	clampMemory = "memory"
+)
+
 type metrics struct {
 	requests            *serving.RequestMetrics
 	filtered            [nReasons]prometheus.Counter // by reasonID, every label pre-created
@@ -21,6 +27,7 @@ type metrics struct {
 	conflicts           *prometheus.CounterVec
 	assumptionsExpired  prometheus.Counter
 	assumptionConfirmed prometheus.Histogram
+	clampedNodes        *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,6 +53,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "assumption_confirm_duration_seconds",
 			Help:    "Time from a bind's assumption to the pod informer showing the pod bound (or deleted): Binding call plus watch lag. --assume-timeout must stay well above it.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		clampedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "clamped_nodes",
+			Help: "Nodes whose reclaimable annotation exceeds their native allocatable, by resource (cpu, memory); the extender schedules against allocatable. Non-zero means a publisher bug or a hand-edited annotation."},
+			[]string{"resource"}),
 	}
 	for id := rNone + 1; id < nReasons; id++ {
 		m.filtered[id] = filtered.WithLabelValues(reasonLabels[id])
@@ -53,7 +64,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{bindSuccess, bindConflict, bindRejected, bindAPIError} {
 		m.binds.WithLabelValues(r)
 	}
-	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed)
+	for _, r := range []string{clampCPU, clampMemory} {
+		m.clampedNodes.WithLabelValues(r)
+	}
+	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes)
 	return m
 }
 
