@@ -2,6 +2,7 @@ package extender
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -52,10 +53,11 @@ func TestCachedVerdictAgreesWithJudge(t *testing.T) {
 
 func TestPodRecordKeepsOnlyWhatIsNeeded(t *testing.T) {
 	p := pod("p", "n1", 1500, 2*gi)
+	initRes := corev1.ResourceList{testNames.CPU: *resource.NewQuantity(3000, resource.DecimalSI), testNames.Memory: *resource.NewQuantity(gi, resource.BinarySI)}
 	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{testNames.CPU: *resource.NewQuantity(3000, resource.DecimalSI)},
-		Limits:   corev1.ResourceList{testNames.CPU: *resource.NewQuantity(3000, resource.DecimalSI)}}}}
+		Requests: initRes, Limits: initRes.DeepCopy()}}}
 	p.Labels = map[string]string{"big": "label"}
+	enforced(p)
 	got, err := podTransform(testNames)(p)
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +73,9 @@ func TestPodRecordKeepsOnlyWhatIsNeeded(t *testing.T) {
 	}
 	if done, _ := podTransform(testNames)(withPhase(pod("q", "n1", 1, 1), corev1.PodSucceeded)); !done.(*podRecord).terminal {
 		t.Error("succeeded pod not marked terminal")
+	}
+	if bare, _ := podTransform(testNames)(pod("q", "n1", 1, 1)); !strings.Contains(bare.(*podRecord).unenforced, `container "main": no explicit requests.cpu`) {
+		t.Errorf("a pod without the webhook's limits: unenforced = %q, want what it lacks", bare.(*podRecord).unenforced)
 	}
 }
 

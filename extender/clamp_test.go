@@ -1,6 +1,8 @@
 package extender
 
 import (
+	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -126,6 +128,8 @@ func TestPrioritizeUsesClampedRoom(t *testing.T) {
 func TestClampLoggedOncePerChange(t *testing.T) {
 	hook := logtest.NewGlobal()
 	defer hook.Reset()
+	logrus.SetOutput(io.Discard) // the hook keeps the entries
+	defer logrus.SetOutput(os.Stderr)
 	level := logrus.GetLevel()
 	logrus.SetLevel(logrus.InfoLevel)
 	defer logrus.SetLevel(level)

@@ -69,6 +69,9 @@ type fixtureOpts struct {
 	assumeTimeout time.Duration
 	// noStart leaves the informers stopped.
 	noStart bool
+	// requireEnforced is --require-enforced (off here: most tests use
+	// pods as the user writes them, before any pod webhook).
+	requireEnforced bool
 }
 
 func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
@@ -82,7 +85,7 @@ func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
 	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: &fakeClock{now: t0}, reg: prometheus.NewRegistry()}
 	f.alive.Store(true)
 	ext, err := newExtender(f.client, config{names: testNames, strategy: o.strategy,
-		staleAfter: 10 * time.Minute, assumeTimeout: o.assumeTimeout}, nil, f.reg)
+		staleAfter: 10 * time.Minute, assumeTimeout: o.assumeTimeout, requireEnforced: o.requireEnforced}, nil, f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -29,6 +30,9 @@ type podRecord struct {
 	req             reclaimable.Resources
 	mismatch        bool
 	terminal        bool
+	// unenforced says what the pod lacks of the limits the pod webhook
+	// sets (enforcement.Enforced); empty when it lacks nothing.
+	unenforced string
 }
 
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
@@ -62,6 +66,11 @@ func newPodRecord(n reclaimable.Names, p *corev1.Pod) *podRecord {
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
 	if p.Spec.NodeName != "" {
 		r.nodeName = intern(p.Spec.NodeName)
+	}
+	if !req.IsZero() && !mismatch {
+		if err := enforcement.Enforced(&p.Spec, n); err != nil {
+			r.unenforced = notEnforcedMessage(err)
+		}
 	}
 	return r
 }

@@ -28,13 +28,14 @@ type metrics struct {
 	assumptionsExpired  prometheus.Counter
 	assumptionConfirmed prometheus.Histogram
 	clampedNodes        *prometheus.GaugeVec
+	notEnforced         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	const ns, sub = "kube_reclaim", "extender"
 	filtered := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 		Name: "filtered_nodes_total",
-		Help: "Nodes failed by the filter verb, by reason (insufficient-*, unknown-node, limits-mismatch, or the staleness reason of the node's annotation)."},
+		Help: "Nodes failed by the filter verb, by reason (insufficient-*, unknown-node, limits-mismatch, not-enforced, or the staleness reason of the node's annotation)."},
 		[]string{"reason"})
 	m := &metrics{
 		requests: serving.NewRequestMetrics(reg, sub),
@@ -57,6 +58,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "clamped_nodes",
 			Help: "Nodes whose reclaimable annotation exceeds their native allocatable, by resource (cpu, memory); the extender schedules against allocatable. Non-zero means a publisher bug or a hand-edited annotation."},
 			[]string{"resource"}),
+		notEnforced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "not_enforced_refusals_total",
+			Help: "Filter and bind calls (verb label) refused under --require-enforced because a reclaimed pod lacks the native limits the pod webhook sets: it was created while the pod webhook was not configured."},
+			[]string{"verb"}),
 	}
 	for id := rNone + 1; id < nReasons; id++ {
 		m.filtered[id] = filtered.WithLabelValues(reasonLabels[id])
@@ -67,7 +72,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{clampCPU, clampMemory} {
 		m.clampedNodes.WithLabelValues(r)
 	}
-	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes)
+	for _, v := range []string{"filter", "bind"} {
+		m.notEnforced.WithLabelValues(v)
+	}
+	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced)
 	return m
 }
 

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -51,6 +52,8 @@ type server struct {
 	maxBody  int64
 	// mismatchMsg is the filter message for pods whose requests differ from limits.
 	mismatchMsg string
+	// requireEnforced refuses reclaimed pods without the pod webhook's limits.
+	requireEnforced bool
 }
 
 func newServer(names reclaimable.Names, strategy string, c *nodeCache, pods podSource, client kubernetes.Interface, synced func() bool, m *metrics) *server {
@@ -303,6 +306,19 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 		res.NodeNames = &names
 		return res
 	}
+	if msg := s.notEnforced(args.Pod); msg != "" {
+		// Unresolvable too: preempting other pods cannot add limits.
+		res.FailedAndUnresolvableNodes = make(extenderv1.FailedNodesMap, len(names))
+		for _, n := range names {
+			res.FailedAndUnresolvableNodes[n] = msg
+		}
+		var counts reasonCounts
+		counts[rNotEnforced] = len(names)
+		s.metrics.countFiltered(&counts)
+		s.metrics.notEnforced.WithLabelValues("filter").Inc()
+		logrus.WithFields(logrus.Fields{"pod": args.Pod.Namespace + "/" + args.Pod.Name}).Debug("filter refused a pod that is not enforced: " + msg)
+		return res
+	}
 	states := s.nodeStates(names, rq)
 	passed := rq.passed[:0]
 	if passed == nil {
@@ -326,6 +342,18 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 	res.NodeNames = &passed
 	s.metrics.countFiltered(&counts)
 	return res
+}
+
+// notEnforced returns why a reclaimed pod is refused under
+// --require-enforced, or "" when it is not refused.
+func (s *server) notEnforced(pod *corev1.Pod) string {
+	if !s.requireEnforced {
+		return ""
+	}
+	if err := enforcement.Enforced(&pod.Spec, s.names); err != nil {
+		return notEnforcedMessage(err)
+	}
+	return ""
 }
 
 // prioritize answers a prioritize call: every node scored
@@ -424,6 +452,10 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 	}
 	if rec.mismatch {
 		return fail(bindRejected, s.mismatchMsg)
+	}
+	if s.requireEnforced && rec.unenforced != "" {
+		s.metrics.notEnforced.WithLabelValues("bind").Inc()
+		return fail(bindRejected, rec.unenforced)
 	}
 	var a *assumption
 	if !rec.req.IsZero() {
