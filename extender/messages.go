@@ -115,7 +115,8 @@ func failure(st nodeState, req reclaimable.Resources) (string, reasonID) {
 			return staleMessages[id], id
 		}
 	}
-	b, id := appendFailure(nil, st, req)
+	var buf [128]byte // on the stack: the string is the message's only allocation
+	b, id := appendFailure(buf[:0], st, req)
 	return string(b), id
 }
 
