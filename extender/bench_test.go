@@ -38,7 +38,7 @@ func benchCluster(tb testing.TB, nodes int) (*server, []string) {
 		}
 		a := reclaimable.Annotation{CPUMilli: 64000, MemoryBytes: 256 * gi, Policy: "usage", MetricsTime: written, WriteTime: written}
 		v, _ := a.Marshal()
-		c.setNode(&nodeRecord{name: names[i], annotation: v, present: true})
+		c.setNode(&nodeRecord{name: names[i], annotation: v, present: true, allocatable: req(96000, 384*gi)})
 		per := req(1000, 4*gi)
 		if i%10 == 3 {
 			per = req(2100, 8*gi) // 63000m / 240Gi used: no room for 2000m / 8Gi

@@ -77,6 +77,11 @@ type nodeEntry struct {
 	// verdict caches reclaimable.Judge of the annotation and the interval of
 	// time over which that verdict cannot change (see verdict.validAt).
 	verdict atomic.Pointer[verdict]
+	// allocatable is the node's native allocatable: the annotated values are
+	// clamped to it (see clampTo). clamped says which resources the
+	// annotation exceeds, so a clamp is counted and logged once per change.
+	allocatable reclaimable.Resources
+	clamped     clamp
 
 	used     reclaimable.Resources
 	assumed  reclaimable.Resources
@@ -124,6 +129,7 @@ func (e *nodeEntry) judge(now time.Time, nowNs int64, alive bool, staleAfter tim
 		return v
 	}
 	fr := reclaimable.Judge(e.annotation, e.present, now, staleAfter, alive)
+	fr.Values = clampTo(fr.Values, e.allocatable)
 	v := &verdict{Freshness: fr, from: math.MinInt64, until: math.MaxInt64}
 	switch {
 	case fr.Annotation == nil:
@@ -174,9 +180,10 @@ func (c *nodeCache) setNode(n *nodeRecord) {
 	defer c.mu.Unlock()
 	e := c.entry(n.name)
 	e.known = true
-	if e.annotation != n.annotation || e.present != n.present || e.verdict.Load() == nil {
-		e.annotation, e.present = n.annotation, n.present
+	if e.annotation != n.annotation || e.present != n.present || e.allocatable != n.allocatable || e.verdict.Load() == nil {
+		e.annotation, e.present, e.allocatable = n.annotation, n.present, n.allocatable
 		e.verdict.Store(nil)
+		c.setClampLocked(e, clampOf(e.annotation, e.present, e.allocatable))
 	}
 }
 
@@ -186,9 +193,68 @@ func (c *nodeCache) deleteNode(name string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.nodes[name]; e != nil {
-		e.known, e.annotation, e.present = false, "", false
+		e.known, e.annotation, e.present, e.allocatable = false, "", false, reclaimable.Resources{}
 		e.verdict.Store(nil)
+		c.setClampLocked(e, clamp{})
 		c.gc(e)
+	}
+}
+
+// clamp says which annotated values exceed the node's native allocatable.
+type clamp struct {
+	cpu, memory bool
+	annotated   reclaimable.Resources // the values as written, for the log
+}
+
+// clampTo lowers v to the node's native allocatable. A larger annotated
+// value comes from a bug, a hand edit or a node writing its own annotation;
+// scheduling against it would promise capacity the node does not have.
+func clampTo(v, allocatable reclaimable.Resources) reclaimable.Resources {
+	return reclaimable.Resources{CPUMilli: min(v.CPUMilli, allocatable.CPUMilli), MemoryBytes: min(v.MemoryBytes, allocatable.MemoryBytes)}
+}
+
+// clampOf tells which annotated values exceed allocatable, whether the
+// annotation is fresh or not: either way it was written wrong. A malformed
+// or missing annotation publishes nothing and exceeds nothing.
+func clampOf(annotation string, present bool, allocatable reclaimable.Resources) clamp {
+	if !present {
+		return clamp{}
+	}
+	a, err := reclaimable.Parse(annotation)
+	if err != nil {
+		return clamp{}
+	}
+	v := a.Values()
+	return clamp{cpu: v.CPUMilli > allocatable.CPUMilli, memory: v.MemoryBytes > allocatable.MemoryBytes, annotated: v}
+}
+
+// setClampLocked records the node's clamp state, updating the gauge and
+// logging only when it changes: setNode runs on every node update, the
+// filter on every scheduling attempt. Caller holds the write lock.
+func (c *nodeCache) setClampLocked(e *nodeEntry, now clamp) {
+	was := e.clamped
+	e.clamped = now
+	for _, r := range []struct {
+		name     string
+		was, now bool
+		value    int64
+		limit    int64
+	}{
+		{clampCPU, was.cpu, now.cpu, now.annotated.CPUMilli, e.allocatable.CPUMilli},
+		{clampMemory, was.memory, now.memory, now.annotated.MemoryBytes, e.allocatable.MemoryBytes},
+	} {
+		if r.was == r.now {
+			continue
+		}
+		log := logrus.WithFields(logrus.Fields{"node": e.name, "resource": r.name})
+		if r.now {
+			c.metrics.clampedNodes.WithLabelValues(r.name).Inc()
+			log.WithFields(logrus.Fields{"annotated": r.value, "allocatable": r.limit}).
+				Warn("reclaimable annotation exceeds the node's native allocatable; scheduling against allocatable instead")
+			continue
+		}
+		c.metrics.clampedNodes.WithLabelValues(r.name).Dec()
+		log.Info("reclaimable annotation no longer exceeds the node's native allocatable")
 	}
 }
 

@@ -2,6 +2,7 @@ package extender
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,17 +14,19 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// The cached verdict must always equal what reclaimable.Judge says right now,
-// whatever the order of instants and lease flips it is asked at.
+// The cached verdict must always equal what reclaimable.Judge says right now
+// (its values clamped to the node's allocatable), whatever the order of
+// instants and lease flips it is asked at.
 func TestCachedVerdictAgreesWithJudge(t *testing.T) {
 	const staleAfter = 10 * time.Minute
 	written := t0
 	a := reclaimable.Annotation{CPUMilli: 1000, MemoryBytes: gi, Policy: "usage", WriteTime: written}
 	value, _ := a.Marshal()
 	entries := map[string]*nodeEntry{
-		"fresh-annotation": {annotation: value, present: true},
-		"missing":          {},
-		"malformed":        {annotation: "{", present: true},
+		"fresh-annotation":  {annotation: value, present: true, allocatable: req(4000, 4*gi)},
+		"above-allocatable": {annotation: value, present: true, allocatable: req(500, 2*gi)},
+		"missing":           {},
+		"malformed":         {annotation: "{", present: true},
 	}
 	// Instants around every boundary of Judge, visited in random order.
 	var instants []time.Time
@@ -39,6 +42,7 @@ func TestCachedVerdictAgreesWithJudge(t *testing.T) {
 			alive := rng.IntN(4) != 0
 			got := e.judge(now, now.UnixNano(), alive, staleAfter)
 			want := reclaimable.Judge(e.annotation, e.present, now, staleAfter, alive)
+			want.Values = clampTo(want.Values, e.allocatable)
 			if got.Fresh != want.Fresh || got.Reason != want.Reason || got.Values != want.Values {
 				t.Fatalf("%s at written%+v alive=%v: cached {%v %q %+v}, Judge {%v %q %+v}", name, now.Sub(written), alive,
 					got.Fresh, got.Reason, got.Values, want.Fresh, want.Reason, want.Values)
@@ -49,10 +53,11 @@ func TestCachedVerdictAgreesWithJudge(t *testing.T) {
 
 func TestPodRecordKeepsOnlyWhatIsNeeded(t *testing.T) {
 	p := pod("p", "n1", 1500, 2*gi)
+	initRes := corev1.ResourceList{testNames.CPU: *resource.NewQuantity(3000, resource.DecimalSI), testNames.Memory: *resource.NewQuantity(gi, resource.BinarySI)}
 	p.Spec.InitContainers = []corev1.Container{{Name: "init", Resources: corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{testNames.CPU: *resource.NewQuantity(3000, resource.DecimalSI)},
-		Limits:   corev1.ResourceList{testNames.CPU: *resource.NewQuantity(3000, resource.DecimalSI)}}}}
+		Requests: initRes, Limits: initRes.DeepCopy()}}}
 	p.Labels = map[string]string{"big": "label"}
+	enforced(p)
 	got, err := podTransform(testNames)(p)
 	if err != nil {
 		t.Fatal(err)
@@ -68,6 +73,9 @@ func TestPodRecordKeepsOnlyWhatIsNeeded(t *testing.T) {
 	}
 	if done, _ := podTransform(testNames)(withPhase(pod("q", "n1", 1, 1), corev1.PodSucceeded)); !done.(*podRecord).terminal {
 		t.Error("succeeded pod not marked terminal")
+	}
+	if bare, _ := podTransform(testNames)(pod("q", "n1", 1, 1)); !strings.Contains(bare.(*podRecord).unenforced, `container "main": no explicit requests.cpu`) {
+		t.Errorf("a pod without the webhook's limits: unenforced = %q, want what it lacks", bare.(*podRecord).unenforced)
 	}
 }
 

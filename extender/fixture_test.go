@@ -69,6 +69,9 @@ type fixtureOpts struct {
 	assumeTimeout time.Duration
 	// noStart leaves the informers stopped.
 	noStart bool
+	// requireEnforced is --require-enforced (off here: most tests use
+	// pods as the user writes them, before any pod webhook).
+	requireEnforced bool
 }
 
 func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
@@ -82,7 +85,7 @@ func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
 	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: &fakeClock{now: t0}, reg: prometheus.NewRegistry()}
 	f.alive.Store(true)
 	ext, err := newExtender(f.client, config{names: testNames, strategy: o.strategy,
-		staleAfter: 10 * time.Minute, assumeTimeout: o.assumeTimeout}, nil, f.reg)
+		staleAfter: 10 * time.Minute, assumeTimeout: o.assumeTimeout, requireEnforced: o.requireEnforced}, nil, f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,11 +237,18 @@ func node(name string, cpu, mem int64, writtenAgo time.Duration) *corev1.Node {
 	if err != nil {
 		panic(err)
 	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{testNames.Annotation: v}}}
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{testNames.Annotation: v}},
+		Status: corev1.NodeStatus{Allocatable: bigAllocatable()}}
+}
+
+// bigAllocatable is more native allocatable than any test annotates, so
+// that only the clamp tests are clamped.
+func bigAllocatable() corev1.ResourceList {
+	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("16Ti")}
 }
 
 func nodeWithAnnotation(name, value string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: bigAllocatable()}}
 	if value != "" {
 		n.Annotations = map[string]string{testNames.Annotation: value}
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -29,6 +30,9 @@ type podRecord struct {
 	req             reclaimable.Resources
 	mismatch        bool
 	terminal        bool
+	// unenforced says what the pod lacks of the limits the pod webhook
+	// sets (enforcement.Enforced); empty when it lacks nothing.
+	unenforced string
 }
 
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
@@ -42,6 +46,9 @@ type nodeRecord struct {
 	name       string
 	annotation string
 	present    bool
+	// allocatable is the node's native allocatable CPU (millicores) and
+	// memory (bytes): no annotated value may exceed it.
+	allocatable reclaimable.Resources
 }
 
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
@@ -59,6 +66,11 @@ func newPodRecord(n reclaimable.Names, p *corev1.Pod) *podRecord {
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
 	if p.Spec.NodeName != "" {
 		r.nodeName = intern(p.Spec.NodeName)
+	}
+	if !req.IsZero() && !mismatch {
+		if err := enforcement.Enforced(&p.Spec, n); err != nil {
+			r.unenforced = notEnforcedMessage(err)
+		}
 	}
 	return r
 }
@@ -78,10 +90,17 @@ func nodeTransform(n reclaimable.Names) cache.TransformFunc {
 	return func(obj interface{}) (interface{}, error) {
 		if node, ok := obj.(*corev1.Node); ok {
 			v, present := node.Annotations[n.Annotation]
-			return &nodeRecord{name: node.Name, annotation: v, present: present}, nil
+			return &nodeRecord{name: node.Name, annotation: v, present: present, allocatable: nativeAllocatable(node)}, nil
 		}
 		return obj, nil
 	}
+}
+
+// nativeAllocatable is the node's allocatable CPU and memory; a node that
+// lists none has none (0), so nothing annotated on it can be trusted.
+func nativeAllocatable(node *corev1.Node) reclaimable.Resources {
+	a := node.Status.Allocatable
+	return reclaimable.Resources{CPUMilli: a.Cpu().MilliValue(), MemoryBytes: a.Memory().Value()}
 }
 
 // nonTerminalPods is kube-scheduler's own pod selector: finished pods free

@@ -18,6 +18,7 @@ const (
 	rInsufficientBoth
 	rUnknownNode
 	rLimitsMismatch
+	rNotEnforced
 	rMissing
 	rMalformed
 	rTooOld
@@ -33,6 +34,7 @@ var reasonLabels = [nReasons]string{
 	rInsufficientBoth:   "insufficient-cpu-and-memory",
 	rUnknownNode:        "unknown-node",
 	rLimitsMismatch:     "limits-mismatch",
+	rNotEnforced:        "not-enforced",
 	rMissing:            reclaimable.ReasonMissing,
 	rMalformed:          reclaimable.ReasonMalformed,
 	rTooOld:             reclaimable.ReasonWriteTooOld,
@@ -113,7 +115,8 @@ func failure(st nodeState, req reclaimable.Resources) (string, reasonID) {
 			return staleMessages[id], id
 		}
 	}
-	b, id := appendFailure(nil, st, req)
+	var buf [128]byte // on the stack: the string is the message's only allocation
+	b, id := appendFailure(buf[:0], st, req)
 	return string(b), id
 }
 
@@ -179,4 +182,12 @@ func appendBytes(b []byte, n int64) []byte {
 func mismatchMessage(n reclaimable.Names) string {
 	return "pod's " + string(n.CPU) + "/" + string(n.Memory) +
 		" requests differ from its limits (or a limit is missing): extended resources cannot be overcommitted, set requests equal to limits"
+}
+
+// notEnforcedMessage explains why a reclaimed pod without the pod webhook's
+// limits is refused: err (from enforcement.Enforced) names each container
+// and what it lacks. The same text goes to every node of a filter call, so
+// the FailedScheduling event shows it once.
+func notEnforcedMessage(err error) string {
+	return err.Error() + " (refused by the extender's --require-enforced: without native limits kubelet would not hold the pod to its grant)"
 }

@@ -14,6 +14,12 @@ const (
 	bindAPIError = "api-error" // the Binding call failed
 )
 
+// Resource label values of clamped_nodes.
+const (
+	clampCPU    = "cpu"
+	clampMemory = "memory"
+)
+
 type metrics struct {
 	requests            *serving.RequestMetrics
 	filtered            [nReasons]prometheus.Counter // by reasonID, every label pre-created
@@ -21,13 +27,15 @@ type metrics struct {
 	conflicts           *prometheus.CounterVec
 	assumptionsExpired  prometheus.Counter
 	assumptionConfirmed prometheus.Histogram
+	clampedNodes        *prometheus.GaugeVec
+	notEnforced         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	const ns, sub = "kube_reclaim", "extender"
 	filtered := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 		Name: "filtered_nodes_total",
-		Help: "Nodes failed by the filter verb, by reason (insufficient-*, unknown-node, limits-mismatch, or the staleness reason of the node's annotation)."},
+		Help: "Nodes failed by the filter verb, by reason (insufficient-*, unknown-node, limits-mismatch, not-enforced, or the staleness reason of the node's annotation)."},
 		[]string{"reason"})
 	m := &metrics{
 		requests: serving.NewRequestMetrics(reg, sub),
@@ -46,6 +54,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:    "assumption_confirm_duration_seconds",
 			Help:    "Time from a bind's assumption to the pod informer showing the pod bound (or deleted): Binding call plus watch lag. --assume-timeout must stay well above it.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
+		clampedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "clamped_nodes",
+			Help: "Nodes whose reclaimable annotation exceeds their native allocatable, by resource (cpu, memory); the extender schedules against allocatable. Non-zero means a publisher bug or a hand-edited annotation."},
+			[]string{"resource"}),
+		notEnforced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "not_enforced_refusals_total",
+			Help: "Filter and bind calls (verb label) refused under --require-enforced because a reclaimed pod lacks the native limits the pod webhook sets: it was created while the pod webhook was not configured."},
+			[]string{"verb"}),
 	}
 	for id := rNone + 1; id < nReasons; id++ {
 		m.filtered[id] = filtered.WithLabelValues(reasonLabels[id])
@@ -53,7 +69,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{bindSuccess, bindConflict, bindRejected, bindAPIError} {
 		m.binds.WithLabelValues(r)
 	}
-	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed)
+	for _, r := range []string{clampCPU, clampMemory} {
+		m.clampedNodes.WithLabelValues(r)
+	}
+	for _, v := range []string{"filter", "bind"} {
+		m.notEnforced.WithLabelValues(v)
+	}
+	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced)
 	return m
 }
 

@@ -83,16 +83,20 @@ type Options struct {
 	Strategy string
 	// AssumeTimeout ends an assumption the informer has not confirmed.
 	AssumeTimeout time.Duration
+	// RequireEnforced refuses reclaimed pods whose containers lack the
+	// native limits the pod webhook sets (see package enforcement).
+	RequireEnforced bool
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Common:        cli.DefaultCommon(DefaultHealthAddress),
-		ListenAddress: DefaultListenAddress,
-		Staleness:     leaderlease.DefaultStaleness(),
-		Strategy:      StrategySpread,
-		AssumeTimeout: DefaultAssumeTimeout,
+		Common:          cli.DefaultCommon(DefaultHealthAddress),
+		ListenAddress:   DefaultListenAddress,
+		Staleness:       leaderlease.DefaultStaleness(),
+		Strategy:        StrategySpread,
+		AssumeTimeout:   DefaultAssumeTimeout,
+		RequireEnforced: true,
 	}
 }
 
@@ -104,6 +108,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key (PEM) of --tls-cert-file.")
 	o.Staleness.AddFlags(fs, "the node offers no reclaimed room")
 	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "Prioritize strategy: spread (favour nodes with the most reclaimed room left) or binpack (the least).")
+	fs.BoolVar(&o.RequireEnforced, "require-enforced", o.RequireEnforced, "Refuse to place a pod asking for reclaimed resources unless every such container carries the native cpu/memory limits and explicit requests the kube-reclaim pod webhook sets (kubelet enforces its grant through them). Such a pod was created while the pod webhook was not configured; it stays Pending with a message naming what is missing. Set to false only where pods are enforced otherwise.")
 	fs.DurationVar(&o.AssumeTimeout, "assume-timeout", o.AssumeTimeout, "How long a pod bound by this extender keeps its room reserved while the pod informer has not shown it bound. Must exceed the watch lag (see kube_reclaim_extender_assumption_confirm_duration_seconds); too short risks over-booking.")
 }
 
@@ -136,10 +141,11 @@ type extender struct {
 }
 
 type config struct {
-	names         reclaimable.Names
-	strategy      string
-	staleAfter    time.Duration
-	assumeTimeout time.Duration
+	names           reclaimable.Names
+	strategy        string
+	staleAfter      time.Duration
+	assumeTimeout   time.Duration
+	requireEnforced bool
 }
 
 func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*extender, error) {
@@ -152,6 +158,7 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 	}
 	e := &extender{cache: c, informers: inf, tracker: tracker}
 	e.server = newServer(cfg.names, cfg.strategy, c, inf, client, e.synced, m)
+	e.server.requireEnforced = cfg.requireEnforced
 	return e, nil
 }
 
@@ -198,7 +205,7 @@ func (o *Options) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	health := serving.NewHealth(reg)
 	ext, err := newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,
-		assumeTimeout: o.AssumeTimeout}, tracker, reg)
+		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced}, tracker, reg)
 	if err != nil {
 		return err
 	}
@@ -228,7 +235,8 @@ func (o *Options) Run(ctx context.Context) error {
 	go func() { errc <- wrap("health server", health.Serve(ctx, o.HealthAddress)) }()
 	ext.start(ctx)
 	log := logrus.WithFields(logrus.Fields{"listen": o.ListenAddress, "strategy": o.Strategy,
-		"staleAfter": o.StaleAfter, "assumeTimeout": o.AssumeTimeout, "domain": o.ResourceDomain})
+		"staleAfter": o.StaleAfter, "assumeTimeout": o.AssumeTimeout, "domain": o.ResourceDomain,
+		"requireEnforced": o.RequireEnforced})
 	log.Info("extender starting; waiting for the node and pod informers to sync")
 	synced := make(chan bool, 1)
 	go func() { synced <- ext.waitForSync(ctx) }()

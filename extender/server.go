@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -51,11 +52,15 @@ type server struct {
 	maxBody  int64
 	// mismatchMsg is the filter message for pods whose requests differ from limits.
 	mismatchMsg string
+	// requireEnforced refuses reclaimed pods without the pod webhook's limits.
+	requireEnforced bool
+	// argsJSON decodes ExtenderArgs, interning node names from cache.
+	argsJSON jsoniter.API
 }
 
 func newServer(names reclaimable.Names, strategy string, c *nodeCache, pods podSource, client kubernetes.Interface, synced func() bool, m *metrics) *server {
 	return &server{names: names, strategy: strategy, cache: c, pods: pods, client: client, synced: synced,
-		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names)}
+		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names), argsJSON: newArgsJSON(c)}
 }
 
 // handler routes POST /filter, /prioritize and /bind.
@@ -92,7 +97,7 @@ func (s *server) ready(w http.ResponseWriter) bool {
 type request struct {
 	body   bytes.Buffer
 	states []nodeState
-	out    bytes.Buffer
+	out    []byte
 	// The decoded NodeNames and the answer's slices and map, reused: at
 	// 5000 names they are most of a call's garbage, and garbage collection
 	// against the pod cache is what sets the p99.
@@ -117,7 +122,7 @@ func getRequest() *request {
 }
 
 func putRequest(rq *request) {
-	if rq.body.Cap() > 4<<20 || rq.out.Cap() > 4<<20 || cap(rq.names) > 1<<16 {
+	if rq.body.Cap() > 4<<20 || cap(rq.out) > 4<<20 || cap(rq.names) > 1<<16 {
 		return // do not pin the memory of an unusually large request
 	}
 	// The names are the request's strings: let them go with it.
@@ -164,19 +169,25 @@ func malformed(w http.ResponseWriter, verb, what string, body []byte, err error)
 	http.Error(w, fmt.Sprintf("malformed %s request: %v (expected a JSON %s)", verb, err, what), http.StatusBadRequest)
 }
 
-// writeJSON encodes v into rq's reusable buffer, then answers with it: an
-// encoding error (none is expected from these types) becomes a 500 rather
-// than half an answer.
+// writeJSON encodes v (see answerJSON) into rq's reusable buffer, then
+// answers with it: an encoding error (none is expected from these types)
+// becomes a 500 rather than half an answer.
 func writeJSON(w http.ResponseWriter, rq *request, v any) {
-	rq.out.Reset()
-	if err := json.NewEncoder(&rq.out).Encode(v); err != nil {
-		http.Error(w, fmt.Sprintf("encoding the answer: %v", err), http.StatusInternalServerError)
+	st := answerJSON.BorrowStream(nil)
+	defer answerJSON.ReturnStream(st)
+	st.SetBuffer(rq.out[:0])
+	st.WriteVal(v)
+	st.WriteRaw("\n") // as encoding/json's Encoder ends a value
+	rq.out = st.Buffer()
+	st.SetBuffer(nil) // the pooled stream must not share rq's buffer
+	if st.Error != nil {
+		http.Error(w, fmt.Sprintf("encoding the answer: %v", st.Error), http.StatusInternalServerError)
 		return
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
-	h.Set("Content-Length", strconv.Itoa(rq.out.Len()))
-	_, _ = w.Write(rq.out.Bytes())
+	h.Set("Content-Length", strconv.Itoa(len(rq.out)))
+	_, _ = w.Write(rq.out)
 }
 
 // Errors of parseArgs besides malformed JSON.
@@ -187,39 +198,31 @@ var (
 	errNodesGiven = errors.New("carries Nodes but no NodeNames")
 )
 
-// argsJSON decodes ExtenderArgs. A filter call carries thousands of node
-// names and encoding/json decodes them at about half the speed of
-// json-iterator, which with this configuration matches field names, unknown
-// fields and trailing data as encoding/json does.
-var argsJSON = jsoniter.ConfigCompatibleWithStandardLibrary
-
 // parseArgs decodes a filter or prioritize body into the upstream
-// ExtenderArgs and checks what the verbs rely on. Bodies json-iterator
-// refuses, and those that are not valid UTF-8 (encoding/json replaces bad
-// bytes, json-iterator keeps them), go to encoding/json, which decides and
-// words the error: its messages say where the body is wrong.
+// ExtenderArgs and checks what the verbs rely on. json-iterator (see
+// wire.go) matches field names, unknown fields and trailing data as
+// encoding/json does, at about twice its speed. Bodies it refuses, and those
+// that are not valid UTF-8 (encoding/json replaces bad bytes, json-iterator
+// keeps them), go to encoding/json, which decides and words the error: its
+// messages say where the body is wrong.
 func parseArgs(body []byte) (*extenderv1.ExtenderArgs, error) {
-	return decodeArgs(body, nil)
+	return decodeArgs(plainArgsJSON, body, nil)
 }
 
-// decodeArgs is parseArgs decoding NodeNames into names' backing array
-// (the decoders append to a slice they are given), so that a filter call
-// does not regrow a 5000-name slice from nothing.
-func decodeArgs(body []byte, names []string) (*extenderv1.ExtenderArgs, error) {
+// decodeArgs is parseArgs with api, decoding NodeNames into names' backing
+// array so that a filter call does not regrow a 5000-name slice from nothing.
+func decodeArgs(api jsoniter.API, body []byte, names []string) (*extenderv1.ExtenderArgs, error) {
 	args := &extenderv1.ExtenderArgs{}
-	if names != nil {
-		reuse := names[:0]
-		args.NodeNames = &reuse
-	}
-	reused := names != nil
-	if !utf8.Valid(body) || argsJSON.Unmarshal(body, args) != nil ||
-		(reused && (args.NodeNames == nil || len(*args.NodeNames) == 0)) {
-		// Refused, or no names: a reused slice cannot tell an absent
-		// NodeNames from an empty one, and the checks below must.
+	// nodeNamesDecoder replaces this pointer when NodeNames is present.
+	absent := &names
+	args.NodeNames = absent
+	if !utf8.Valid(body) || api.Unmarshal(body, args) != nil {
 		args = &extenderv1.ExtenderArgs{}
 		if err := json.Unmarshal(body, args); err != nil {
 			return nil, err
 		}
+	} else if args.NodeNames == absent {
+		args.NodeNames = nil
 	}
 	switch {
 	case args.Pod == nil:
@@ -242,10 +245,7 @@ func (s *server) serveArgs(verb string, respond func(args *extenderv1.ExtenderAr
 			return
 		}
 		defer putRequest(rq)
-		if rq.names == nil {
-			rq.names = []string{}
-		}
-		args, err := decodeArgs(rq.body.Bytes(), rq.names)
+		args, err := decodeArgs(s.argsJSON, rq.body.Bytes(), rq.names)
 		if err == nil && args.NodeNames != nil {
 			rq.names = *args.NodeNames
 		}
@@ -303,6 +303,19 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 		res.NodeNames = &names
 		return res
 	}
+	if msg := s.notEnforced(args.Pod); msg != "" {
+		// Unresolvable too: preempting other pods cannot add limits.
+		res.FailedAndUnresolvableNodes = make(extenderv1.FailedNodesMap, len(names))
+		for _, n := range names {
+			res.FailedAndUnresolvableNodes[n] = msg
+		}
+		var counts reasonCounts
+		counts[rNotEnforced] = len(names)
+		s.metrics.countFiltered(&counts)
+		s.metrics.notEnforced.WithLabelValues("filter").Inc()
+		logrus.WithFields(logrus.Fields{"pod": args.Pod.Namespace + "/" + args.Pod.Name}).Debug("filter refused a pod that is not enforced: " + msg)
+		return res
+	}
 	states := s.nodeStates(names, rq)
 	passed := rq.passed[:0]
 	if passed == nil {
@@ -326,6 +339,18 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 	res.NodeNames = &passed
 	s.metrics.countFiltered(&counts)
 	return res
+}
+
+// notEnforced returns why a reclaimed pod is refused under
+// --require-enforced, or "" when it is not refused.
+func (s *server) notEnforced(pod *corev1.Pod) string {
+	if !s.requireEnforced {
+		return ""
+	}
+	if err := enforcement.Enforced(&pod.Spec, s.names); err != nil {
+		return notEnforcedMessage(err)
+	}
+	return ""
 }
 
 // prioritize answers a prioritize call: every node scored
@@ -424,6 +449,10 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 	}
 	if rec.mismatch {
 		return fail(bindRejected, s.mismatchMsg)
+	}
+	if s.requireEnforced && rec.unenforced != "" {
+		s.metrics.notEnforced.WithLabelValues("bind").Inc()
+		return fail(bindRejected, rec.unenforced)
 	}
 	var a *assumption
 	if !rec.req.IsZero() {

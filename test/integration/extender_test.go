@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/extender"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
@@ -22,8 +23,20 @@ import (
 )
 
 // reclaimedPod asks cpuMilli/memBytes of reclaimed resources (requests ==
-// limits) and may only run on nodes labelled group=<group>.
+// limits) and may only run on nodes labelled group=<group>. It carries the
+// native limits the pod webhook would set (no pod webhook runs here), as
+// the extender's --require-enforced demands.
 func reclaimedPod(ns, name, group string, cpuMilli, memBytes int64) *corev1.Pod {
+	p := bareReclaimedPod(ns, name, group, cpuMilli, memBytes)
+	if _, err := enforcement.Enforce(&p.Spec, framework.Names); err != nil {
+		panic(err)
+	}
+	return p
+}
+
+// bareReclaimedPod is reclaimedPod as created with no pod webhook
+// configured: reclaimed requests only, no native limits.
+func bareReclaimedPod(ns, name, group string, cpuMilli, memBytes int64) *corev1.Pod {
 	p := framework.ReclaimedPod(ns, name, cpuMilli, memBytes)
 	p.Spec.NodeSelector = map[string]string{"group": group}
 	return p
@@ -63,8 +76,8 @@ func TestExtender(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg})
-	extArgs := func(strategy string) []string {
-		return []string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--strategy=" + strategy, "--publisher-lease-name="}
+	extArgs := func(strategy string, extra ...string) []string {
+		return append([]string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--strategy=" + strategy, "--publisher-lease-name="}, extra...)
 	}
 	ext := framework.StartRole(t, c, "extender", "extender", extArgs("spread")...)
 	room := map[string]reclaimable.Resources{}
@@ -166,6 +179,60 @@ func TestExtender(t *testing.T) {
 			t.Errorf("too-big bound to %s", p.Spec.NodeName)
 		}
 		framework.DeleteAllPods(t, c, "strategy")
+	})
+
+	t.Run("a reclaimed pod created without the pod webhook's limits stays Pending with the reason; --require-enforced=false places it", func(t *testing.T) {
+		framework.CreatePod(t, c, bareReclaimedPod("strategy", "bare", "strategy", 1000, gib))
+		var msg string
+		if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
+			msg = framework.SchedulingMessage(c, "strategy", "bare")
+			return strings.Contains(msg, "not enforced by kubelet limits")
+		}); !ok {
+			t.Fatalf("no FailedScheduling event says the pod is not enforced; the newest says %q", msg)
+		}
+		t.Logf("FailedScheduling: %s", msg)
+		for _, want := range []string{`container "job": no explicit requests.cpu`, "no limits.memory (set it to its grant 1Gi)", "pod webhook"} {
+			if !strings.Contains(msg, want) {
+				t.Errorf("FailedScheduling message lacks %q", want)
+			}
+		}
+		// It stays Pending at every look, while an enforced twin created at
+		// the start of the window (the control) is placed on the same nodes.
+		r := framework.ExpectAbsence(t, framework.Absence{Window: 5 * time.Second, Every: 500 * time.Millisecond,
+			Control: func() error {
+				_, err := c.Client.CoreV1().Pods("strategy").Create(ctx, reclaimedPod("strategy", "enforced-twin", "strategy", 1000, gib), metav1.CreateOptions{})
+				return err
+			},
+			Look: func(time.Duration) ([]string, bool) {
+				st := framework.MustPods(t, c, "strategy")
+				var v []string
+				if n, ok := st.BoundTo["bare"]; ok {
+					v = append(v, "bare bound to "+n)
+				}
+				_, seen := st.BoundTo["enforced-twin"]
+				return v, seen
+			}})
+		t.Logf("bare Pending at all %d looks over 5s; the enforced twin bound %.1fs into the window", r.Looks, r.ControlSeen.Seconds())
+		if got := ext.Metric(t, "kube_reclaim_extender_not_enforced_refusals_total"); got < 1 {
+			t.Errorf("not_enforced_refusals_total = %v, want at least 1", got)
+		}
+		framework.DeleteAllPods(t, c, "strategy")
+
+		if err := c.StopComponent("extender"); err != nil {
+			t.Fatal(err)
+		}
+		ext = framework.StartRole(t, c, "extender", "extender", extArgs("spread", "--require-enforced=false")...)
+		waitCached(3)
+		framework.CreatePod(t, c, bareReclaimedPod("strategy", "bare-allowed", "strategy", 1000, gib))
+		if got := podNode(t, c, "strategy", "bare-allowed", 30*time.Second); got == "" {
+			t.Errorf("with --require-enforced=false the pod without limits was not placed; newest event: %q",
+				framework.SchedulingMessage(c, "strategy", "bare-allowed"))
+		}
+		framework.DeleteAllPods(t, c, "strategy")
+		if err := c.StopComponent("extender"); err != nil {
+			t.Fatal(err)
+		}
+		ext = framework.StartRole(t, c, "extender", "extender", extArgs("spread")...)
 	})
 
 	// 20 nodes with room for 6 pods each (120 in all), plus one stale node
