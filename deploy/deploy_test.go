@@ -401,6 +401,11 @@ func TestRoleFlagsAgreeWithTheObjects(t *testing.T) {
 		if pub.ConfigMap != namespace+"/"+cm.Name {
 			t.Errorf("%s: --config-map %s, the policy ConfigMap is %s/%s", b.overlay, pub.ConfigMap, namespace, cm.Name)
 		}
+		// The webhook reads the same file for its profiles.
+		if wv := mountFor(t, b.deployment(t, "kube-reclaim-webhook"), wh.ConfigFile); wv.ConfigMap == nil || wv.ConfigMap.Name != v.ConfigMap.Name ||
+			path.Base(wh.ConfigFile) != path.Base(pub.ConfigFile) {
+			t.Errorf("%s: webhook --config %s is not the publisher's policy file %s on ConfigMap %s", b.overlay, wh.ConfigFile, pub.ConfigFile, v.ConfigMap.Name)
+		}
 		if !pub.LeaderElect || pub.LeaseNamespace != namespace {
 			t.Errorf("%s: publisher leader election %v in %s", b.overlay, pub.LeaderElect, pub.LeaseNamespace)
 		}
@@ -666,6 +671,10 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"Role/kube-reclaim/kube-reclaim-webhook": {
 			"groups=coordination.k8s.io resources=leases verbs=get,list,watch names=kube-reclaim-publisher",
 		},
+		"ClusterRole//kube-reclaim-webhook": {
+			"groups= resources=namespaces verbs=list,watch",
+			"groups=scheduling.k8s.io resources=priorityclasses verbs=list,watch",
+		},
 		"Role/kube-reclaim/kube-reclaim-scheduler": {
 			"groups=coordination.k8s.io resources=leases verbs=get,update names=kube-reclaim-scheduler",
 		},
@@ -677,6 +686,7 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"ClusterRoleBinding//kube-reclaim-extender":                                                "ClusterRole/kube-reclaim-extender -> kube-reclaim-extender",
 		"RoleBinding/kube-reclaim/kube-reclaim-extender":                                           "Role/kube-reclaim-extender -> kube-reclaim-extender",
 		"RoleBinding/kube-reclaim/kube-reclaim-webhook":                                            "Role/kube-reclaim-webhook -> kube-reclaim-webhook",
+		"ClusterRoleBinding//kube-reclaim-webhook":                                                 "ClusterRole/kube-reclaim-webhook -> kube-reclaim-webhook",
 		"RoleBinding/kube-reclaim/kube-reclaim-scheduler":                                          "Role/kube-reclaim-scheduler -> kube-reclaim-scheduler",
 		"ClusterRoleBinding//kube-reclaim-scheduler:kube-scheduler":                                "ClusterRole/system:kube-scheduler -> kube-reclaim-scheduler",
 		"ClusterRoleBinding//kube-reclaim-scheduler:volume-scheduler":                              "ClusterRole/system:volume-scheduler -> kube-reclaim-scheduler",
@@ -801,6 +811,11 @@ func TestPolicyConfigMapIsValid(t *testing.T) {
 		}
 		if cfg.Default != policy.DefaultSettings() {
 			t.Errorf("%s: the shipped default block %+v differs from the built-in defaults %+v", b.overlay, cfg.Default, policy.DefaultSettings())
+		}
+		// One label is enough: any opted-in pod gets a profile that sends it
+		// to the scheduler with the extender.
+		if p := cfg.Profile(map[string]string{"kubernetes.io/metadata.name": "any"}, map[string]string{"kube-reclaim.io/reclaimed": "true"}); p == nil || p.SchedulerName != extender.SchedulerName {
+			t.Errorf("%s: the shipped profiles do not send an opted-in pod to %s: %+v", b.overlay, extender.SchedulerName, p)
 		}
 	}
 	// The commented-out example pools are valid once uncommented.

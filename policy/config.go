@@ -85,6 +85,8 @@ type Config struct {
 	Default Settings
 	// Pools in file order; the first whose selector matches a node wins.
 	Pools []Pool
+	// Profiles in file order; the first that selects a pod rewrites it.
+	Profiles []Profile
 }
 
 // Pool is a named override for the nodes its selector matches.
@@ -180,6 +182,12 @@ func (s *Settings) Validate(prefix string) error {
 //	- name: batch
 //	  nodeSelector: {pool: batch}
 //	  cpu: {margin: 0.2}   # any field of the default block
+//	profiles:           # webhook: opted-in pods; first match wins
+//	- name: batch
+//	  namespaceSelector: {matchLabels: {team: data}}  # metav1.LabelSelector; absent: all
+//	  podSelector: {matchLabels: {app: spark}}        # absent: every opted-in pod
+//	  schedulerName: kube-reclaim-scheduler           # optional
+//	  priorityClassName: batch-low                    # optional
 func Load(data []byte) (*Config, error) {
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
@@ -198,10 +206,10 @@ func Load(data []byte) (*Config, error) {
 	var v validator
 	top, ok := doc.(map[string]any)
 	if !ok {
-		v.add("", "must be a mapping with keys default and pools, got %s", describe(doc))
+		v.add("", "must be a mapping with keys default, pools and profiles, got %s", describe(doc))
 		return nil, errors.Join(v.errs...)
 	}
-	v.unknown("", top, "default", "pools")
+	v.unknown("", top, "default", "pools", "profiles")
 	if d, ok := top["default"]; ok && d != nil {
 		if m := v.mapping("default", d); m != nil {
 			v.unknown("default", m, settingsKeys...)
@@ -238,6 +246,9 @@ func Load(data []byte) (*Config, error) {
 			v.parseSettings(path, m, &pool.Settings)
 			cfg.Pools = append(cfg.Pools, pool)
 		}
+	}
+	if p, ok := top["profiles"]; ok && p != nil {
+		cfg.Profiles = v.profiles(p)
 	}
 	if len(v.errs) > 0 {
 		return nil, errors.Join(v.errs...)

@@ -54,6 +54,13 @@ func TestLoadExampleFile(t *testing.T) {
 	if !reflect.DeepEqual(cfg.Pools, want) {
 		t.Errorf("pools = %+v\nwant %+v", cfg.Pools, want)
 	}
+	if len(cfg.Profiles) != 2 || cfg.Profiles[0].Name != "data-batch" || cfg.Profiles[0].PriorityClassName != "batch-low" ||
+		cfg.Profiles[1].Name != "default" {
+		t.Errorf("profiles = %+v", cfg.Profiles)
+	}
+	if p := cfg.Profile(map[string]string{"team": "data"}, map[string]string{"app": "flink"}); p == nil || p.Name != "data-batch" {
+		t.Errorf("a flink pod of team data should get data-batch, got %+v", p)
+	}
 	if cfg.MaxWindow() != 5*time.Minute {
 		t.Errorf("MaxWindow = %s", cfg.MaxWindow())
 	}
@@ -218,7 +225,7 @@ pools:
 		{"a change threshold above one is rejected", "default: {changeThreshold: 2}",
 			[]string{"default.changeThreshold: must be in [0,1], got 2"}},
 		{"an unknown top-level field is rejected", "defaults: {}",
-			[]string{"defaults: unknown field (known: default, pools)"}},
+			[]string{"defaults: unknown field (known: default, pools, profiles)"}},
 		{"an unknown settings field is rejected", "default: {margin: 0.3}",
 			[]string{"default.margin: unknown field (known: policy, window, peak, sampleAlignment, changeThreshold, cpu, memory)"}},
 		{"an unknown resource field is rejected", "pools: [{name: a, nodeSelector: {k: v}, cpu: {margn: 0.3}}]",
@@ -266,9 +273,9 @@ pools:
 		{"a resource block that is not a mapping is rejected", "default: {cpu: 0.3}",
 			[]string{"default.cpu: must be a mapping, got number 0.3"}},
 		{"a document that is a list is rejected", "- a",
-			[]string{"must be a mapping with keys default and pools, got a list"}},
+			[]string{"must be a mapping with keys default, pools and profiles, got a list"}},
 		{"a document that is a scalar is rejected", "hello",
-			[]string{`must be a mapping with keys default and pools, got string "hello"`}},
+			[]string{`must be a mapping with keys default, pools and profiles, got string "hello"`}},
 		{"every error is reported at once, each with its path", `
 default:
   policy: fast

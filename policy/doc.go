@@ -70,6 +70,14 @@
 // problem at once, each with its field path, for example
 // "pools[1].cpu.margin: must be in [0,1), got 1.5". See testdata/example.yaml.
 //
+// The same file carries profiles, read by the webhook: each a name, a
+// namespaceSelector and a podSelector (metav1.LabelSelector, validated by
+// apimachinery's own rules; absent matches everything), and optionally a
+// schedulerName and a priorityClassName. The webhook only ever sees pods
+// carrying the opt-in label <domain>/reclaimed: "true" (or already
+// requesting reclaimed resources), so a profile narrows that set and never
+// widens it; the FIRST profile in file order that selects a pod wins.
+//
 // # History
 //
 // History is a bounded ring buffer of usage samples per node and per pod

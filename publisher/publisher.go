@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -65,7 +66,7 @@ type Publisher struct {
 // Run starts the publisher and blocks until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
 	o.SetupLogging()
-	cfg, rawCfg, err := loadConfig(o.ConfigFile)
+	file, err := policyfile.Load(o.ConfigFile, o.ConfigReloadInterval)
 	if err != nil {
 		return err
 	}
@@ -83,7 +84,8 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	reg := prometheus.NewRegistry()
 	p := New(o, client, mc, reg)
-	p.config.Store(cfg)
+	p.config.Store(file.Config())
+	file.OnReload = p.configReloaded
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
@@ -113,7 +115,7 @@ func (o *Options) Run(ctx context.Context) error {
 	errc := make(chan error, 3)
 	wg.Add(2)
 	go func() { defer wg.Done(); errc <- health.Serve(ctx, o.HealthAddress) }()
-	go func() { defer wg.Done(); p.watchConfig(ctx, rawCfg) }()
+	go func() { defer wg.Done(); file.Run(ctx) }()
 	p.startInformers(ctx)
 
 	run := func(ctx context.Context) {

@@ -28,6 +28,18 @@ type Names struct {
 	// into native oversell (see the webhook).
 	CPURatio    string
 	MemoryRatio string
+	// ReclaimedLabel is the pod label that opts a pod into reclaimed
+	// capacity with the value "true": the webhook rewrites it by the first
+	// matching profile of the policy file.
+	ReclaimedLabel string
+	// OptOut is the pod annotation that, with the value "true", keeps
+	// profiles from rewriting a pod that carries ReclaimedLabel.
+	OptOut string
+	// Profile is the pod annotation naming the profile that rewrote the pod.
+	Profile string
+	// ProfileRewrite is the pod annotation recording what that profile
+	// rewrote (ProfileRewrite JSON).
+	ProfileRewrite string
 }
 
 // NewNames validates domain and derives every name from it.
@@ -42,6 +54,11 @@ func NewNames(domain string) (Names, error) {
 		Annotation:  domain + "/reclaimable",
 		CPURatio:    domain + "/oversell-cpu-ratio",
 		MemoryRatio: domain + "/oversell-memory-ratio",
+
+		ReclaimedLabel: domain + "/reclaimed",
+		OptOut:         domain + "/opt-out",
+		Profile:        domain + "/profile",
+		ProfileRewrite: domain + "/profile-rewrite",
 	}, nil
 }
 

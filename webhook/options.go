@@ -16,6 +16,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
+	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 )
 
@@ -25,6 +26,7 @@ const (
 	DefaultHealthAddress          = ":8081"
 	DefaultTLSReloadInterval      = 5 * time.Second
 	DefaultCABundleResyncInterval = time.Minute
+	DefaultConfigReloadInterval   = 10 * time.Second
 	// MinMaxRequestBytes is the smallest --max-request-bytes accepted: a
 	// real review of an ordinary node is 20-40 KB.
 	MinMaxRequestBytes int64 = 64 << 10
@@ -50,6 +52,11 @@ type Options struct {
 	CABundleResyncInterval   time.Duration
 	CASecretName             string
 	CASecretNamespace        string
+
+	// ConfigFile is the policy file shared with the publisher; the webhook
+	// reads its profiles.
+	ConfigFile           string
+	ConfigReloadInterval time.Duration
 }
 
 // NewOptions returns the defaults.
@@ -65,6 +72,7 @@ func NewOptions() *Options {
 		ServiceNamespace:         DefaultServiceNamespace,
 		CABundleResyncInterval:   DefaultCABundleResyncInterval,
 		CASecretNamespace:        DefaultServiceNamespace,
+		ConfigReloadInterval:     DefaultConfigReloadInterval,
 	}
 }
 
@@ -85,6 +93,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CABundleResyncInterval, "ca-bundle-resync-interval", o.CABundleResyncInterval, "With --self-signed, how often the caBundle is checked and re-patched if someone reset it, and the CA Secret read again (a rotated CA is picked up within this).")
 	fs.StringVar(&o.CASecretName, "ca-secret-name", o.CASecretName, "With --self-signed, the Secret (type kubernetes.io/tls) holding the CA shared by every replica: created when absent, reused, replaced before it expires (the caBundle carries old and new CA meanwhile). Empty: a CA in memory, for a single replica. Ignored without --self-signed.")
 	fs.StringVar(&o.CASecretNamespace, "ca-secret-namespace", o.CASecretNamespace, "Namespace of --ca-secret-name.")
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Policy file (the publisher's --config, usually the same ConfigMap): its profiles rewrite pods carrying the opt-in label <domain>/reclaimed=\"true\" on /mutate-pod. Without it no profile applies and such pods are refused. Reloaded when it changes; a broken new file is rejected and the last good one stays in force.")
+	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "How often --config is checked for changes.")
 }
 
 // Validate reports every invalid flag at once.
@@ -143,6 +153,9 @@ func (o *Options) Validate() error {
 	if err := o.Staleness.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	if o.ConfigFile != "" && o.ConfigReloadInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--config-reload-interval must be positive, got %s", o.ConfigReloadInterval))
+	}
 	if o.MaxRequestBytes < MinMaxRequestBytes {
 		errs = append(errs, fmt.Errorf("--max-request-bytes must be at least %d, got %d", MinMaxRequestBytes, o.MaxRequestBytes))
 	}
@@ -164,8 +177,14 @@ func (o *Options) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	health := serving.NewHealth(reg)
 
+	// An invalid policy file stops the start, as in the publisher.
+	file, err := policyfile.Load(o.ConfigFile, o.ConfigReloadInterval)
+	if err != nil {
+		return err
+	}
+
 	var client kubernetes.Interface
-	if o.PublisherLeaseName != "" || o.SelfSigned {
+	if o.PublisherLeaseName != "" || o.SelfSigned || o.ConfigFile != "" {
 		cfg, err := o.RESTConfig("kube-reclaim-webhook")
 		if err != nil {
 			return err
@@ -218,9 +237,14 @@ func (o *Options) Run(ctx context.Context) error {
 
 	h := NewHandler(names, o.StaleAfter, tracker.Alive, reg)
 	h.MaxRequestBytes = o.MaxRequestBytes
+	if o.ConfigFile != "" {
+		profiles := startProfiles(ctx, client, names, file, reg, health)
+		_ = profiles // wired into the pod path once it exists
+	}
 	logrus.WithFields(logrus.Fields{
 		"address": o.ListenAddress, "domain": names.Domain, "staleAfter": o.StaleAfter,
 		"publisherLease": o.PublisherLeaseNamespace + "/" + o.PublisherLeaseName,
+		"config":         o.ConfigFile, "profiles": len(file.Config().Profiles),
 	}).Info("starting webhook")
 
 	errc := make(chan error, 2)
@@ -228,7 +252,7 @@ func (o *Options) Run(ctx context.Context) error {
 	go func() {
 		errc <- serving.ListenAndServe(ctx, serving.NewServer(o.ListenAddress, h), serving.TLSConfig(getCert))
 	}()
-	err := <-errc
+	err = <-errc
 	cancel()
 	if err2 := <-errc; err == nil {
 		err = err2
