@@ -165,8 +165,8 @@ func TestKubectlReclaim(t *testing.T) {
 			t.Errorf("row of %s: %q", fresh, lines[1])
 		}
 		row = strings.Fields(lines[2])
-		if len(row) != 10 || row[0] != stale || strings.Join(row[1:4], " ") != "0/0 0/0 0/0" ||
-			strings.Join(row[7:9], " ") != "Stale: annotation-too-old" || row[9] != "30m" {
+		if len(row) != 11 || row[0] != stale || strings.Join(row[1:5], " ") != "0/0 0/0 0/0 0/0" ||
+			strings.Join(row[8:10], " ") != "Stale: annotation-too-old" || row[10] != "30m" {
 			t.Errorf("row of %s: %q", stale, lines[2])
 		}
 	})
@@ -182,8 +182,8 @@ func TestKubectlReclaim(t *testing.T) {
 			t.Fatalf("want one node:\n%s", out)
 		}
 		row := strings.Fields(lines[1])
-		// ANNOTATED CAPACITY ALLOCATABLE METRICS-AGE USAGE-AGE
-		if n := len(row); n != 16 || strings.Join(row[n-5:n-1], " ") != "6/24Gi 6/24Gi 6/24Gi <none>" {
+		// ANNOTATED ANNOTATED-HELD CAPACITY ALLOCATABLE METRICS-AGE USAGE-AGE
+		if n := len(row); n != 18 || strings.Join(row[n-6:n-1], " ") != "6/24Gi <none> 6/24Gi 6/24Gi <none>" {
 			t.Errorf("wide row %q", lines[1])
 		}
 	})
