@@ -23,6 +23,12 @@ const (
 	PatchOversellRecord  = "oversell-record"  // the oversell-raw annotation added, changed or removed
 )
 
+// Resources, the label of the clamped counter.
+const (
+	ResourceCPU    = "cpu"
+	ResourceMemory = "memory"
+)
+
 // Error kinds, the label of the errors counter.
 const (
 	ErrBodyTooLarge         = "body-too-large"
@@ -43,6 +49,7 @@ type metrics struct {
 	podDuration *prometheus.HistogramVec
 	patches     *prometheus.CounterVec
 	stale       *prometheus.CounterVec
+	clamped     *prometheus.CounterVec
 	errors      *prometheus.CounterVec
 	denials     *prometheus.CounterVec
 
@@ -101,8 +108,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "stale_injections_total",
-			Help:      "Node status writes for which zero was injected because the reclaimable annotation could not be trusted, by reason (annotation-missing, annotation-malformed, annotation-too-old, annotation-from-future, publisher-lease-expired). Counted whether or not the stored values were already zero.",
+			Help:      "Node status writes for which the room was taken as zero because the reclaimable annotation could not be trusted, by reason (annotation-missing, annotation-malformed, annotation-too-old, annotation-from-future, publisher-lease-expired); what the annotation says reclaimed pods held is still injected. Counted whether or not the stored values were already those.",
 		}, []string{"reason"}),
+		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kube_reclaim",
+			Subsystem: "webhook",
+			Name:      "clamped_total",
+			Help:      "Node status writes whose reclaimed value (room or held) was above the node's native allocatable in the same object and was lowered to it, by resource (cpu, memory).",
+		}, []string{"resource"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
@@ -110,7 +123,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:      "Problems met while answering reviews, by kind. A node review is answered allowed without a patch (or with HTTP 400/413 when the body is not an AdmissionReview or too large), except invalid-oversell-* which only disable oversell on that node; a pod review is denied (fail closed).",
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.duration, m.podDuration, m.patches, m.stale, m.errors, m.denials)
+	reg.MustRegister(m.duration, m.podDuration, m.patches, m.stale, m.clamped, m.errors, m.denials)
 	m.nodes = newDurations(m.duration, false)
 	m.pods = newDurations(m.podDuration, true)
 	m.patchReclaimed = m.patches.WithLabelValues(PatchReclaimed)
@@ -121,6 +134,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{string(enforcement.ReasonRequestNotLimit), string(enforcement.ReasonNegative),
 		string(enforcement.ReasonNoMemoryGrant), string(enforcement.ReasonNoCPUGrant), DenialRewrite} {
 		m.denials.WithLabelValues(r)
+	}
+	for _, r := range []string{ResourceCPU, ResourceMemory} {
+		m.clamped.WithLabelValues(r)
 	}
 	for _, k := range []string{ErrBodyTooLarge, ErrReadBody, ErrNotAdmissionReview, ErrMalformed, ErrNoRequest,
 		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec} {
