@@ -108,13 +108,13 @@ func (c *Controller) SetRecorder(r record.EventRecorder) { c.recorder = r }
 // room) and what its reclaimed pods hold.
 func (c *Controller) Observe(node string, res policy.Result, held reclaimable.Resources) {
 	c.seen[node] = true
-	// Only a room computed from current data may evict. A zero published
-	// because metrics are stale or missing says nothing about the node's
-	// regular work: no data is not pressure. Such a node gets no new batch
-	// pods (its room is 0) and keeps the ones it has; the over-room clock
-	// starts again once data is back, so stale cycles never count towards
-	// the grace.
-	if res.ZeroReason != "" || !Over(held, res.Resources) {
+	// Only a room computed from current measurements may evict. A zero
+	// published because metrics are stale or missing says nothing about the
+	// node's regular work: no data is not pressure. Such a node gets no new
+	// batch pods (its room is 0) and keeps the ones it has; the over-room
+	// clock starts again once data is back, so stale cycles never count
+	// towards the grace.
+	if !measured(res) || !Over(held, res.Resources) {
 		delete(c.overSince, node)
 		return
 	}
@@ -127,6 +127,26 @@ func (c *Controller) Observe(node string, res policy.Result, held reclaimable.Re
 	if c.opts.Mode != ModeOff && now.Sub(since) >= c.opts.Grace {
 		c.due = append(c.due, dueNode{name: node, room: res.Resources})
 	}
+}
+
+// measured reports whether the room comes from current measurements only:
+// no zero on purpose (stale or missing metrics), and no regular pod counted
+// at its request because it has no sample yet. The latter lowers the room
+// for placement, rightly, until the pod is measured (a new pod, or every pod
+// right after a publisher restart, whose history starts empty), but it is a
+// guess, not pressure, and must not evict.
+func measured(res policy.Result) bool {
+	if res.ZeroReason != "" {
+		return false
+	}
+	for _, e := range []reclaimable.ResourceExplanation{res.Explanation.CPU, res.Explanation.Memory} {
+		for _, t := range e.Terms {
+			if t.Name == policy.TermUnmeasuredRequests && t.Value > 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Act evicts on the nodes that have been over their room for the grace, and

@@ -206,6 +206,33 @@ func TestStaleOrMissingMetricsNeverEvict(t *testing.T) {
 	}
 }
 
+// A regular pod without samples yet counts at its request: that lowers the
+// room for placement, but it is not a measurement and must not evict.
+func TestARoomLoweredByUnmeasuredRequestsNeverEvicts(t *testing.T) {
+	h := newHarness(t, ModeOn)
+	h.pods["n1"] = fourBatchPods(h.clock.Now())
+	unmeasured := policy.Result{Resources: reclaimable.Resources{CPUMilli: 0, MemoryBytes: 64 << 30}}
+	unmeasured.Explanation.CPU.Terms = []reclaimable.Term{{Name: policy.TermUnmeasuredRequests, Op: reclaimable.OpSubtract, Value: 2000}}
+	for i := 0; i < 10; i++ {
+		h.c.Observe("n1", unmeasured, h.held("n1"))
+		h.c.Act(context.Background())
+		h.clock.Step(period)
+	}
+	if n := h.evictionCalls(); n != 0 {
+		t.Fatalf("%d eviction calls on a room lowered by unmeasured requests", n)
+	}
+	// Positive control: the same room once every pod is measured.
+	unmeasured.Explanation.CPU.Terms[0].Value = 0
+	for i := 0; i < 3; i++ {
+		h.c.Observe("n1", unmeasured, h.held("n1"))
+		h.c.Act(context.Background())
+		h.clock.Step(period)
+	}
+	if h.evictionCalls() == 0 {
+		t.Fatal("control: a measured room of 0 evicted nothing after the grace")
+	}
+}
+
 func TestGraceMustPassOnFreshDataBeforeEvicting(t *testing.T) {
 	h := newHarness(t, ModeOn) // grace: two periods
 	h.pods["n1"] = fourBatchPods(h.clock.Now())
