@@ -653,12 +653,13 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			"groups= resources=nodes verbs=get,list,patch,watch",
 			"groups= resources=nodes/status verbs=patch",
 			"groups= resources=pods verbs=list,watch",
+			"groups= resources=pods/eviction verbs=create",
+			"groups= resources=events verbs=create,patch",
 			"groups=metrics.k8s.io resources=nodes,pods verbs=get,list",
 		},
 		"Role/kube-reclaim/kube-reclaim-publisher": {
 			"groups=coordination.k8s.io resources=leases verbs=create",
 			"groups=coordination.k8s.io resources=leases verbs=get,update names=kube-reclaim-publisher",
-			"groups= resources=events verbs=create,patch",
 		},
 		"ClusterRole//kube-reclaim-extender": {
 			"groups= resources=nodes verbs=list,watch",

@@ -60,5 +60,6 @@ func podKey(ns, name string) string { return ns + "/" + name }
 
 func metav1ObjectMeta(pod *corev1.Pod) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
-		ResourceVersion: pod.ResourceVersion, Labels: nil}
+		ResourceVersion: pod.ResourceVersion, Labels: nil,
+		CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -37,6 +38,8 @@ type Options struct {
 	RenewDeadline  time.Duration
 	RetryPeriod    time.Duration
 	Identity       string
+
+	Eviction eviction.Options
 }
 
 // NewOptions returns the defaults.
@@ -57,6 +60,7 @@ func NewOptions() *Options {
 		LeaseDuration:        15 * time.Second,
 		RenewDeadline:        10 * time.Second,
 		RetryPeriod:          2 * time.Second,
+		Eviction:             eviction.NewOptions(),
 	}
 }
 
@@ -79,11 +83,12 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader retries renewing before giving up leadership.")
 	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
 	fs.StringVar(&o.Identity, "leader-elect-identity", o.Identity, "Identity in the lease; hostname_<random> when empty.")
+	o.Eviction.AddFlags(fs)
 }
 
 // Validate reports every invalid flag at once.
 func (o *Options) Validate() error {
-	errs := []error{o.Common.Validate()}
+	errs := []error{o.Common.Validate(), o.Eviction.Validate()}
 	pos := func(name string, d time.Duration) {
 		if d <= 0 {
 			errs = append(errs, fmt.Errorf("--%s must be positive, got %s", name, d))

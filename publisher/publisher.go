@@ -27,6 +27,7 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
+	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -42,6 +43,7 @@ type Publisher struct {
 	metrics  metricsclient.Interface
 	recorder record.EventRecorder
 	m        *metrics
+	evictor  *eviction.Controller
 
 	nodes     corelisters.NodeLister
 	podIndex  cache.Indexer
@@ -91,6 +93,7 @@ func (o *Options) Run(ctx context.Context) error {
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	p.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-reclaim-publisher"})
+	p.evictor.SetRecorder(p.recorder)
 
 	health := serving.NewHealth(reg)
 	health.AddReadyCheck("informers", func() error {
@@ -153,6 +156,8 @@ func (o *Options) Run(ctx context.Context) error {
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg),
 		published: map[string]bool{}}
+	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
+		Names: p.names, Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
 	return p
 }
@@ -175,7 +180,8 @@ func (p *Publisher) startInformers(ctx context.Context) {
 }
 
 // trimPod keeps only what the publisher reads, so 150,000 cached pods stay
-// cheap: name, node, phase, start time and container resources.
+// cheap: name, node, phase, start time and container resources, and what the
+// eviction controller orders victims by (priority, creation, deletion).
 func trimPod(obj interface{}) (interface{}, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -191,7 +197,7 @@ func trimPod(obj interface{}) (interface{}, error) {
 	return &corev1.Pod{
 		ObjectMeta: metav1ObjectMeta(pod),
 		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName, Containers: trim(pod.Spec.Containers),
-			InitContainers: trim(pod.Spec.InitContainers), Overhead: pod.Spec.Overhead},
+			InitContainers: trim(pod.Spec.InitContainers), Overhead: pod.Spec.Overhead, Priority: pod.Spec.Priority},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase, StartTime: pod.Status.StartTime},
 	}, nil
 }
@@ -281,6 +287,9 @@ func (p *Publisher) Cycle(ctx context.Context) {
 	}
 	p.forgetGone(seen)
 	p.runWrites(ctx, writes)
+	// After the writes: the lowered room is published before anything is
+	// evicted, so the freed room is not handed straight to new batch pods.
+	p.evictor.Act(ctx)
 	for _, r := range []string{policy.ZeroReasonStale, policy.ZeroReasonNoSamples, policy.ZeroReasonInvalidSettings} {
 		p.m.zeroNodes.WithLabelValues(r).Set(float64(zero[r]))
 	}
@@ -308,6 +317,7 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 	settings, pool := cfg.For(node.Labels)
 	in, held := p.input(node)
 	res := p.calc.Compute(&in, settings, now, p.opts.MetricsStaleAfter)
+	p.evictor.Observe(node.Name, res, held)
 
 	obs := policy.Observed{Status: p.statusValues(node), Held: held}
 	if a, err := reclaimable.Parse(node.Annotations[p.names.Annotation]); err == nil {
@@ -388,6 +398,16 @@ func (p *Publisher) input(node *corev1.Node) (in policy.Node, held reclaimable.R
 	}
 	p.scratch = buf
 	return in, held
+}
+
+// podsOn returns the cached pods bound to a node, for the eviction controller.
+func (p *Publisher) podsOn(node string) []*corev1.Pod {
+	objs, _ := p.podIndex.ByIndex(podNodeIndex, node)
+	pods := make([]*corev1.Pod, 0, len(objs))
+	for _, o := range objs {
+		pods = append(pods, o.(*corev1.Pod))
+	}
+	return pods
 }
 
 func resources(l corev1.ResourceList) reclaimable.Resources {

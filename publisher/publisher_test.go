@@ -3,21 +3,26 @@ package publisher
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
+	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -48,6 +53,11 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 // reclaimed resources.
 func newTestPublisher(t *testing.T, ctx context.Context, objs ...runtime.Object) (*Publisher, *fake.Clientset) {
 	t.Helper()
+	return newTestPublisherWith(t, ctx, NewOptions(), objs...)
+}
+
+func newTestPublisherWith(t *testing.T, ctx context.Context, o *Options, objs ...runtime.Object) (*Publisher, *fake.Clientset) {
+	t.Helper()
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10"), corev1.ResourceMemory: resource.MustParse("10Gi")}
 	mc := metricsfake.NewSimpleClientset()
 	for _, o := range objs {
@@ -66,7 +76,7 @@ func newTestPublisher(t *testing.T, ctx context.Context, objs ...runtime.Object)
 		}
 	}
 	client := fake.NewSimpleClientset(objs...)
-	p := New(NewOptions(), client, mc, prometheus.NewRegistry())
+	p := New(o, client, mc, prometheus.NewRegistry())
 	p.startInformers(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
 		t.Fatal("informers not synced")
@@ -134,6 +144,44 @@ func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 		if a.GetVerb() == "patch" {
 			t.Errorf("steady state wrote: %s %s", a.GetVerb(), a.GetSubresource())
 		}
+	}
+}
+
+// The cycle hands every node to the eviction controller and lets it act:
+// with --eviction=on and a node whose reclaimed pods hold 6000m of a 4500m
+// room, the second cycle (past a grace of a nanosecond) evicts the
+// lowest-priority pod, which alone frees enough. This also shows that the
+// informer's trimmed pods keep the priority.
+func TestCycleEvictsTheLowestPriorityPodWhenHeldExceedsTheRoom(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	batch := func(name string, prio int32) *corev1.Pod {
+		q := resource.MustParse("2000")
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name, UID: types.UID(name)},
+			Spec: corev1.PodSpec{NodeName: "n1", Priority: &prio, Containers: []corev1.Container{{Name: "c",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{names.CPU: q}, Limits: corev1.ResourceList{names.CPU: q}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	}
+	o := NewOptions()
+	o.Eviction.Mode, o.Eviction.Grace = eviction.ModeOn, time.Nanosecond
+	p, client := newTestPublisherWith(t, ctx, o, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}},
+		batch("high", 100), batch("low", 1), batch("mid", 50))
+	var evicted []string
+	client.PrependReactor("create", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetSubresource() == "eviction" {
+			evicted = append(evicted, a.(k8stesting.CreateAction).GetObject().(*policyv1.Eviction).Name)
+			return true, nil, nil
+		}
+		return false, nil, nil
+	})
+	p.Cycle(ctx)
+	if len(evicted) != 0 {
+		t.Fatalf("evicted %v in the first cycle over the room, before any grace", evicted)
+	}
+	p.Cycle(ctx)
+	if want := []string{"low"}; !slices.Equal(evicted, want) {
+		t.Errorf("evicted %v, want %v (6000m held, %dm room)", evicted, want, wantCPU)
 	}
 }
 

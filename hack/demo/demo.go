@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -112,8 +113,9 @@ func (d *demo) run(ctx context.Context) error {
 	d.step("regular pods running: each asks 4 cores / 16 GiB and uses 1 to 9 cores (kwok ResourceUsage)")
 
 	// Configured as deploy/default configures them; only the period is
-	// shorter, so that the demo does not wait 15 s between looks.
-	st, err := stack.Start(ctx, c, bin, ports, stack.Options{Extra: map[string][]string{stack.Publisher: {"--period=5s"}}})
+	// shorter, so that the demo does not wait 15 s between looks, and
+	// eviction is on rather than the shipped dry-run, to show the shedding.
+	st, err := stack.Start(ctx, c, bin, ports, stack.Options{Extra: map[string][]string{stack.Publisher: {"--period=5s", "--eviction=on"}}})
 	if err != nil {
 		return err
 	}
@@ -146,7 +148,9 @@ func (d *demo) run(ctx context.Context) error {
 	if err := d.waitShrunk(ctx, 90*time.Second); err != nil {
 		d.step("warning: %v", err)
 	}
-	beforeWave2 := d.table(ctx, "after the usage change")
+	afterRise := d.table(ctx, "after the usage change")
+	d.shed(ctx, afterRise)
+	beforeWave2 := d.table(ctx, "after eviction")
 
 	d.step("wave 2: 12 more batch pods of the same size; each goes only where the room published now covers it, or waits")
 	if err := d.wave(ctx, "wave2", 12, 2000, 4<<30); err != nil {
@@ -177,6 +181,80 @@ func (d *demo) run(ctx context.Context) error {
 		return nil
 	}
 	return ctx.Err()
+}
+
+// shed waits until the two busy nodes hold no more than their room (the
+// publisher evicts after a grace of two periods) and prints what it saw:
+// which batch pods left each node, and the publisher's Events on it.
+func (d *demo) shed(ctx context.Context, before []nodeRow) {
+	busy := map[string]nodeRow{}
+	for _, r := range before {
+		if r.name == d.nodes[0] || r.name == d.nodes[1] {
+			busy[r.name] = r
+		}
+	}
+	var over []string
+	for _, n := range d.nodes[:2] {
+		if r, ok := busy[n]; ok && holdsMore(r) {
+			over = append(over, n)
+		}
+	}
+	if len(over) == 0 {
+		d.step("eviction: neither busy node holds more than its room, so nothing is evicted")
+		return
+	}
+	d.step("eviction (--eviction=on, grace two periods): waiting for %s to shed batch pods until what they hold fits their room", strings.Join(over, ", "))
+	start := time.Now()
+	var rows []nodeRow
+	for time.Since(start) < 2*time.Minute && ctx.Err() == nil {
+		var err error
+		if rows, err = d.rows(ctx); err == nil {
+			fits := 0
+			for _, r := range rows {
+				if slices.Contains(over, r.name) && !holdsMore(r) {
+					fits++
+				}
+			}
+			if fits == len(over) {
+				break
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	now := map[string]nodeRow{}
+	for _, r := range rows {
+		now[r.name] = r
+	}
+	for _, n := range over {
+		b, a := busy[n], now[n]
+		var gone []string
+		for _, p := range b.batchPods {
+			if !slices.Contains(a.batchPods, p) {
+				gone = append(gone, p)
+			}
+		}
+		verdict := "fits"
+		if holdsMore(a) {
+			verdict = "still over"
+		}
+		d.step("%s: %s before, %s after %s (%s); batch pods gone: %s", n, heldAndRoom(b), heldAndRoom(a),
+			time.Since(start).Round(time.Second), verdict, strings.Join(gone, " "))
+		evs, err := d.c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n})
+		if err != nil {
+			continue
+		}
+		found := 0
+		for _, e := range evs.Items {
+			if e.Source.Component == "kube-reclaim-publisher" {
+				fmt.Fprintf(d.out, "    Event on %s: %s %s: %s\n", n, e.Type, e.Reason, e.Message)
+				found++
+			}
+		}
+		if found == 0 {
+			fmt.Fprintf(d.out, "    no publisher Event on %s\n", n)
+		}
+	}
 }
 
 func (d *demo) createRegular(ctx context.Context, name, node string) error {

@@ -49,8 +49,8 @@ func wave2Count(n int) string {
 // a node holding more than its room right after wave 1 (usage did not change
 // between those binds and the snapshot), or a node that took wave-2 pods and
 // holds more than a room that did not change during wave 2. A node whose room
-// shrank under pods already running is not over-booked: nothing evicts them
-// yet, and the extender places nothing more there.
+// shrank under pods already running is not over-booked: the extender places
+// nothing more there, and the publisher evicts them after its grace.
 func summarize(afterWave1, beforeWave2, final []nodeRow) (lines, overbooked []string) {
 	index := func(rows []nodeRow) map[string]nodeRow {
 		m := make(map[string]nodeRow, len(rows))
@@ -93,6 +93,6 @@ func summarize(afterWave1, beforeWave2, final []nodeRow) (lines, overbooked []st
 		return []string{"no node holds more reclaimed requests than its published room"}, overbooked
 	}
 	lines = append(lines, fmt.Sprintf("%d of %d nodes hold more reclaimed requests than their published room; "+
-		"nothing evicts those pods yet (planned, see docs/design.md#planned-after-placement):", len(over), len(final)))
+		"the publisher evicts what does not fit once they have been over for its grace (see docs/design.md#eviction):", len(over), len(final)))
 	return append(lines, over...), overbooked
 }
