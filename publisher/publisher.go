@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -48,12 +49,12 @@ type Publisher struct {
 
 	config atomic.Pointer[policy.Config]
 
-	// Usage history, sized for the longest window in force; touched only by
-	// the cycle goroutine, like the scratch buffer and the calculator.
-	hist    *policy.History
-	histAge time.Duration
-	scratch []policy.Sample
-	calc    policy.Calculator
+	// Usage history and input assembly (shared with kubectl reclaim
+	// simulate); touched only by the cycle goroutine, like the pod scratch
+	// slice and the calculator.
+	assembler *policyinput.Assembler
+	podsBuf   []*corev1.Pod
+	calc      policy.Calculator
 
 	leading        atomic.Bool
 	lost           atomic.Bool
@@ -149,8 +150,9 @@ func (o *Options) Run(ctx context.Context) error {
 
 // New builds a publisher without starting it.
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
-	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg),
-		published: map[string]bool{}}
+	names := o.Names()
+	p := &Publisher{opts: o, names: names, client: client, metrics: mc, m: newMetrics(reg),
+		assembler: policyinput.New(names), published: map[string]bool{}}
 	p.config.Store(policy.Default())
 	return p
 }
@@ -346,47 +348,17 @@ func (p *Publisher) statusValues(node *corev1.Node) *reclaimable.Resources {
 	return &reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}
 }
 
-func terminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
-// input assembles the policy's view of one node, and the sum of the reclaimed
-// requests of its live pods (room already promised to them).
-func (p *Publisher) input(node *corev1.Node) (in policy.Node, held reclaimable.Resources) {
-	in = policy.Node{
-		Name:        node.Name,
-		Capacity:    resources(node.Status.Capacity),
-		Allocatable: resources(node.Status.Allocatable),
-	}
-	// One scratch buffer holds every series of the node; Compute does not
-	// keep them, so it is reused for the next node.
-	buf := p.hist.AppendNode(p.scratch[:0], node.Name)
-	in.Samples = buf
+// input assembles the policy's view of one node from the informer caches,
+// and the sum of the reclaimed requests of its live pods (room already
+// promised to them).
+func (p *Publisher) input(node *corev1.Node) (policy.Node, reclaimable.Resources) {
 	objs, _ := p.podIndex.ByIndex(podNodeIndex, node.Name)
-	in.Pods = make([]policy.Pod, 0, len(objs))
+	pods := p.podsBuf[:0]
 	for _, o := range objs {
-		pod := o.(*corev1.Pod)
-		if terminal(pod) {
-			continue
-		}
-		reclaimed, _ := p.names.PodRequest(pod)
-		held = held.Add(reclaimed)
-		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-			Requests: reclaimable.NativeRequest(pod), Reclaimed: !reclaimed.IsZero()}
-		if pod.Status.StartTime != nil {
-			pp.StartTime = pod.Status.StartTime.Time
-		}
-		n := len(buf)
-		buf = p.hist.AppendPod(buf, podKey(pod.Namespace, pod.Name))
-		pp.Samples = buf[n:len(buf):len(buf)]
-		in.Pods = append(in.Pods, pp)
+		pods = append(pods, o.(*corev1.Pod))
 	}
-	p.scratch = buf
-	return in, held
-}
-
-func resources(l corev1.ResourceList) reclaimable.Resources {
-	return reclaimable.Resources{CPUMilli: l.Cpu().MilliValue(), MemoryBytes: l.Memory().Value()}
+	p.podsBuf = pods
+	return p.assembler.Node(node, pods)
 }
 
 func (p *Publisher) forgetGone(seen map[string]bool) {
