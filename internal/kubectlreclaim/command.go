@@ -1,11 +1,12 @@
 // Package kubectlreclaim implements kubectl-reclaim, the kubectl plugin that
 // shows the operator's view of kube-reclaim: what every node publishes, why
-// (the policy terms from the annotation's explanation), and where the
-// reclaimed pods run or why they wait.
+// (the policy terms from the annotation's explanation), where the reclaimed
+// pods run or why they wait, and what a policy would reclaim on any cluster,
+// kube-reclaim installed or not.
 //
 // Install the binary as kubectl-reclaim anywhere on PATH and run
-// `kubectl reclaim nodes`, `kubectl reclaim explain NODE` or
-// `kubectl reclaim pods`. The usual kubeconfig flags (--kubeconfig, --context,
+// `kubectl reclaim nodes`, `kubectl reclaim explain NODE`,
+// `kubectl reclaim pods` or `kubectl reclaim simulate`. The usual kubeconfig flags (--kubeconfig, --context,
 // -n, ...) come from k8s.io/cli-runtime.
 package kubectlreclaim
 

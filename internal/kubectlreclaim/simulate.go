@@ -327,7 +327,8 @@ func (s *SimulateOptions) Run(ctx context.Context) error {
 		return errors.New("metrics.k8s.io: no client could be built for it; simulate needs metrics-server (kubectl top nodes must work)")
 	}
 	// An unknown node or a selector matching nothing is known before the wait.
-	if _, err := s.nodes(ctx, c); err != nil {
+	nodes, err := s.nodes(ctx, c)
+	if err != nil {
 		return err
 	}
 
@@ -341,9 +342,11 @@ func (s *SimulateOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	nodes, err := s.nodes(ctx, c)
-	if err != nil {
-		return err
+	if s.Duration > 0 {
+		// Nodes come and go while sampling: evaluate those there now.
+		if nodes, err = s.nodes(ctx, c); err != nil {
+			return err
+		}
 	}
 	pods, err := s.pods(ctx, c, nodes)
 	if err != nil {
