@@ -150,10 +150,10 @@ func (o *Options) Run(ctx context.Context) error {
 
 // New builds a publisher without starting it.
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
-	names := o.Names()
-	p := &Publisher{opts: o, names: names, client: client, metrics: mc, m: newMetrics(reg),
-		assembler: policyinput.New(names), published: map[string]bool{}}
+	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg),
+		published: map[string]bool{}}
 	p.config.Store(policy.Default())
+	p.assembler = policyinput.New(p.names)
 	return p
 }
 
