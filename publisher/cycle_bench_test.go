@@ -35,6 +35,7 @@ import (
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
 	typedmetrics "k8s.io/metrics/pkg/client/clientset/versioned/typed/metrics/v1beta1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -329,19 +330,11 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 // prefill gives every series count samples, period apart, ending one period
 // before end: the history a running publisher has in steady state.
 func (p *Publisher) prefillForBench(c *benchCluster, end time.Time, period time.Duration, count int, noise float64, rng *rand.Rand) {
-	age := p.config.Load().MaxWindow() + p.opts.MetricsStaleAfter
-	p.hist, p.histAge = policy.NewHistory(age, int(age/period)+2), age
+	p.assembler.Resize(policyinput.HistoryAge(p.config.Load(), p.opts.MetricsStaleAfter), period)
 	for k := count; k >= 1; k-- {
 		c.sample(end.Add(-time.Duration(k)*period), noise, rng)
-		for i := range c.nodeMetrics.Items {
-			m := &c.nodeMetrics.Items[i]
-			p.hist.AddNode(m.Name, policy.Sample{Time: m.Timestamp.Time, CPUMilli: m.Usage.Cpu().MilliValue(), MemoryBytes: m.Usage.Memory().Value()})
-		}
-		for i := range c.podMetrics.Items {
-			m := &c.podMetrics.Items[i]
-			u := m.Containers[0].Usage
-			p.hist.AddPod(podKey(m.Namespace, m.Name), policy.Sample{Time: m.Timestamp.Time, CPUMilli: u.Cpu().MilliValue(), MemoryBytes: u.Memory().Value()})
-		}
+		p.assembler.AddNodeMetrics(c.nodeMetrics.Items)
+		p.assembler.AddPodMetrics(c.podMetrics.Items)
 	}
 }
 

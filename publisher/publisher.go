@@ -28,6 +28,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/eviction"
+	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -51,12 +52,12 @@ type Publisher struct {
 
 	config atomic.Pointer[policy.Config]
 
-	// Usage history, sized for the longest window in force; touched only by
-	// the cycle goroutine, like the scratch buffer and the calculator.
-	hist    *policy.History
-	histAge time.Duration
-	scratch []policy.Sample
-	calc    policy.Calculator
+	// Usage history and input assembly (shared with kubectl reclaim
+	// simulate); touched only by the cycle goroutine, like the pod scratch
+	// slice and the calculator.
+	assembler *policyinput.Assembler
+	podsBuf   []*corev1.Pod
+	calc      policy.Calculator
 
 	leading        atomic.Bool
 	lost           atomic.Bool
@@ -159,6 +160,7 @@ func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, re
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
 		Names: p.names, Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
+	p.assembler = policyinput.New(p.names)
 	return p
 }
 
@@ -361,43 +363,17 @@ func (p *Publisher) statusValues(node *corev1.Node) *reclaimable.Resources {
 	return &reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}
 }
 
-func terminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
-// input assembles the policy's view of one node, and the sum of the reclaimed
-// requests of its live pods (room already promised to them).
-func (p *Publisher) input(node *corev1.Node) (in policy.Node, held reclaimable.Resources) {
-	in = policy.Node{
-		Name:        node.Name,
-		Capacity:    resources(node.Status.Capacity),
-		Allocatable: resources(node.Status.Allocatable),
-	}
-	// One scratch buffer holds every series of the node; Compute does not
-	// keep them, so it is reused for the next node.
-	buf := p.hist.AppendNode(p.scratch[:0], node.Name)
-	in.Samples = buf
+// input assembles the policy's view of one node from the informer caches,
+// and the sum of the reclaimed requests of its live pods (room already
+// promised to them).
+func (p *Publisher) input(node *corev1.Node) (policy.Node, reclaimable.Resources) {
 	objs, _ := p.podIndex.ByIndex(podNodeIndex, node.Name)
-	in.Pods = make([]policy.Pod, 0, len(objs))
+	pods := p.podsBuf[:0]
 	for _, o := range objs {
-		pod := o.(*corev1.Pod)
-		if terminal(pod) {
-			continue
-		}
-		reclaimed, _ := p.names.PodRequest(pod)
-		held = held.Add(reclaimed)
-		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-			Requests: reclaimable.NativeRequest(pod), Reclaimed: !reclaimed.IsZero()}
-		if pod.Status.StartTime != nil {
-			pp.StartTime = pod.Status.StartTime.Time
-		}
-		n := len(buf)
-		buf = p.hist.AppendPod(buf, podKey(pod.Namespace, pod.Name))
-		pp.Samples = buf[n:len(buf):len(buf)]
-		in.Pods = append(in.Pods, pp)
+		pods = append(pods, o.(*corev1.Pod))
 	}
-	p.scratch = buf
-	return in, held
+	p.podsBuf = pods
+	return p.assembler.Node(node, pods)
 }
 
 // podsOn returns the cached pods bound to a node, for the eviction controller.
@@ -408,10 +384,6 @@ func (p *Publisher) podsOn(node string) []*corev1.Pod {
 		pods = append(pods, o.(*corev1.Pod))
 	}
 	return pods
-}
-
-func resources(l corev1.ResourceList) reclaimable.Resources {
-	return reclaimable.Resources{CPUMilli: l.Cpu().MilliValue(), MemoryBytes: l.Memory().Value()}
 }
 
 func (p *Publisher) forgetGone(seen map[string]bool) {

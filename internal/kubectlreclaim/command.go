@@ -1,11 +1,12 @@
 // Package kubectlreclaim implements kubectl-reclaim, the kubectl plugin that
 // shows the operator's view of kube-reclaim: what every node publishes, why
-// (the policy terms from the annotation's explanation), and where the
-// reclaimed pods run or why they wait.
+// (the policy terms from the annotation's explanation), where the reclaimed
+// pods run or why they wait, and what a policy would reclaim on any cluster,
+// kube-reclaim installed or not.
 //
 // Install the binary as kubectl-reclaim anywhere on PATH and run
-// `kubectl reclaim nodes`, `kubectl reclaim explain NODE` or
-// `kubectl reclaim pods`. The usual kubeconfig flags (--kubeconfig, --context,
+// `kubectl reclaim nodes`, `kubectl reclaim explain NODE`,
+// `kubectl reclaim pods` or `kubectl reclaim simulate`. The usual kubeconfig flags (--kubeconfig, --context,
 // -n, ...) come from k8s.io/cli-runtime.
 package kubectlreclaim
 
@@ -128,6 +129,7 @@ func NewCommand(o *Options) *cobra.Command {
   kubectl reclaim nodes          published, requested and free reclaimed CPU/memory per node
   kubectl reclaim explain NODE   every term of the policy formula behind a node's values
   kubectl reclaim pods           the pods using reclaimed resources, where they run or why they wait
+  kubectl reclaim simulate       what a policy would reclaim on every node, read-only, installed or not
 
 Resource cells show cpu/memory: CPU in cores or millicores (2, 2500m), memory in
 binary units (512Mi, 2.5Gi). As with kubectl get, nodes and pods print with
@@ -150,7 +152,7 @@ json and yaml carry exact integers (millicores and bytes).`,
 		"Domain of the reclaimed resources and the node annotation (<domain>/reclaimed-cpu, <domain>/reclaimable); must match the one kube-reclaim runs with.")
 	fs.Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize,
 		"Return large lists in chunks rather than all at once. Pass 0 to disable.")
-	root.AddCommand(newNodesCommand(o), newExplainCommand(o), newPodsCommand(o))
+	root.AddCommand(newNodesCommand(o), newExplainCommand(o), newPodsCommand(o), newSimulateCommand(o))
 	return root
 }
 

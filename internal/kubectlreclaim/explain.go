@@ -308,21 +308,7 @@ func checkResource(re reclaimable.ResourceExplanation, published int64) check {
 // writeResource writes the terms of one resource and the check; it reports
 // whether the terms account for the published value.
 func writeResource(out io.Writer, title string, re reclaimable.ResourceExplanation, published int64, format func(int64) string) bool {
-	fmt.Fprintf(out, "\n%s: %s\n", title, formula(re.Terms))
-	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "  TERM\tOP\tVALUE\tRUNNING\tMEANING")
-	var v int64
-	for _, t := range re.Terms {
-		v = t.Apply(v)
-		op, ok := opWords[t.Op]
-		if !ok {
-			op = t.Op
-		}
-		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", t.Name, op, format(t.Value), format(v), termMeaning(t, strings.ToLower(title)))
-	}
-	w.Flush()
-	evaluated := re.Evaluate()
-	fmt.Fprintf(out, "  = %s\n", format(evaluated))
+	evaluated := writeTerms(out, title, re, format)
 	switch checkResource(re, published) {
 	case checkOK:
 		fmt.Fprintf(out, "  check: the terms evaluate to %s, the published value.\n", format(published))
@@ -340,6 +326,27 @@ func writeResource(out io.Writer, title string, re reclaimable.ResourceExplanati
 	fmt.Fprintf(out, "  check FAILED: the terms evaluate to %s but the explanation records %s as their result (a publisher bug).\n",
 		format(evaluated), format(re.Result))
 	return false
+}
+
+// writeTerms writes the formula of one resource, a row per term with the
+// running result, and what the terms evaluate to, which it returns.
+func writeTerms(out io.Writer, title string, re reclaimable.ResourceExplanation, format func(int64) string) int64 {
+	fmt.Fprintf(out, "\n%s: %s\n", title, formula(re.Terms))
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "  TERM\tOP\tVALUE\tRUNNING\tMEANING")
+	var v int64
+	for _, t := range re.Terms {
+		v = t.Apply(v)
+		op, ok := opWords[t.Op]
+		if !ok {
+			op = t.Op
+		}
+		fmt.Fprintf(w, "  %s\t%s\t%s\t%s\t%s\n", t.Name, op, format(t.Value), format(v), termMeaning(t, strings.ToLower(title)))
+	}
+	w.Flush()
+	evaluated := re.Evaluate()
+	fmt.Fprintf(out, "  = %s\n", format(evaluated))
+	return evaluated
 }
 
 // formula writes the terms as one line: "allocatable - margin - peak, at

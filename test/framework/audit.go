@@ -35,9 +35,14 @@ type AuditEvent struct {
 	Verb      string `json:"verb"`
 	Stage     string `json:"stage"`
 	UserAgent string `json:"userAgent"`
+	User      struct {
+		Username string `json:"username"`
+	} `json:"user"`
 	ObjectRef struct {
+		APIGroup    string `json:"apiGroup"`
 		Resource    string `json:"resource"`
 		Subresource string `json:"subresource"`
+		Namespace   string `json:"namespace"`
 		Name        string `json:"name"`
 	} `json:"objectRef"`
 	ResponseStatus struct {
@@ -50,6 +55,13 @@ type AuditEvent struct {
 // NodeWrites reads the audit log of c: the completed writes to nodes (and
 // their subresources) stamped in [from, to].
 func NodeWrites(t testing.TB, c *cluster.Cluster, from, to time.Time) []AuditEvent {
+	t.Helper()
+	return AuditEvents(t, c, from, to, func(e *AuditEvent) bool { return e.ObjectRef.Resource == "nodes" })
+}
+
+// AuditEvents reads the audit log of c: the completed requests stamped in
+// [from, to] that keep accepts (what the cluster's audit policy records).
+func AuditEvents(t testing.TB, c *cluster.Cluster, from, to time.Time, keep func(*AuditEvent) bool) []AuditEvent {
 	t.Helper()
 	f, err := os.Open(c.AuditLogPath())
 	if err != nil {
@@ -67,7 +79,7 @@ func NodeWrites(t testing.TB, c *cluster.Cluster, from, to time.Time) []AuditEve
 			}
 			break
 		}
-		if e.Stage == "ResponseComplete" && e.ObjectRef.Resource == "nodes" &&
+		if e.Stage == "ResponseComplete" && keep(&e) &&
 			!e.StageTimestamp.Before(from) && !e.StageTimestamp.After(to) {
 			out = append(out, e)
 		}

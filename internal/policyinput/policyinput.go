@@ -1,0 +1,167 @@
+// Package policyinput turns what the API serves (Nodes, Pods, and the
+// metrics.k8s.io NodeMetrics and PodMetrics) into the policy's input, a
+// policy.Node per node. The publisher and `kubectl reclaim simulate` both
+// assemble their input here, so a simulation computes exactly what the
+// publisher would: one implementation of which pods count, how usage series
+// are keyed and which requests are already held by reclaimed pods.
+//
+// Package policy stays free of client-go; this package is where the API types
+// meet it.
+package policyinput
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
+	"github.com/kube-reclaim/kube-reclaim/policy"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// MinScrapeInterval is the shortest interval at which metrics-server measures
+// anything: a history never needs more samples per series than its age
+// divided by it.
+const MinScrapeInterval = 10 * time.Second
+
+// Assembler keeps the usage history and builds the policy's view of a node
+// from it. It is not safe for concurrent use (its scratch buffer is shared
+// by every Node call); the zero value is not usable, use New.
+type Assembler struct {
+	names   reclaimable.Names
+	hist    *policy.History
+	histAge time.Duration
+	scratch []policy.Sample
+}
+
+// New returns an Assembler for the resource names of one domain. Its history
+// is sized on the first Resize.
+func New(names reclaimable.Names) *Assembler {
+	return &Assembler{names: names}
+}
+
+// HistoryAge is how far back usage must be kept for cfg: the longest window
+// in force plus the stale bound, so that a node whose newest sample is just
+// short of stale still has its whole window.
+func HistoryAge(cfg *policy.Config, metricsStaleAfter time.Duration) time.Duration {
+	return cfg.MaxWindow() + metricsStaleAfter
+}
+
+// Resize makes the history keep age worth of samples taken at least every
+// interval (MinScrapeInterval for metrics-server; shorter only for synthetic
+// metrics). A different age starts a new, empty history: callers add samples
+// every period, so nothing goes stale, the peak just looks at less for a
+// while. The same age keeps the history as it is.
+func (a *Assembler) Resize(age, interval time.Duration) {
+	if a.hist != nil && age == a.histAge {
+		return
+	}
+	a.hist, a.histAge = policy.NewHistory(age, int(age/max(interval, time.Second))+2), age
+}
+
+// History is the usage history (nil before the first Resize).
+func (a *Assembler) History() *policy.History { return a.hist }
+
+// Prune drops samples too old to matter at now and forgets nodes and pods
+// that stopped reporting.
+func (a *Assembler) Prune(now time.Time) { a.hist.Prune(now) }
+
+// AddNodeMetrics records one reading of every node and returns how many
+// samples were new (metrics-server serves the same reading until its next
+// scrape).
+func (a *Assembler) AddNodeMetrics(items []metricsv1beta1.NodeMetrics) int {
+	added := 0
+	for i := range items {
+		m := &items[i]
+		if a.hist.AddNode(m.Name, NodeSample(m)) {
+			added++
+		}
+	}
+	return added
+}
+
+// AddPodMetrics records one reading of every pod and returns how many samples
+// were new.
+func (a *Assembler) AddPodMetrics(items []metricsv1beta1.PodMetrics) int {
+	added := 0
+	for i := range items {
+		m := &items[i]
+		if a.hist.AddPod(PodKey(m.Namespace, m.Name), PodSample(m)) {
+			added++
+		}
+	}
+	return added
+}
+
+// NodeSample is the usage sample of a NodeMetrics.
+func NodeSample(m *metricsv1beta1.NodeMetrics) policy.Sample {
+	return policy.Sample{Time: m.Timestamp.Time, CPUMilli: m.Usage.Cpu().MilliValue(), MemoryBytes: m.Usage.Memory().Value()}
+}
+
+// PodSample is the usage sample of a PodMetrics: the sum of its containers.
+func PodSample(m *metricsv1beta1.PodMetrics) policy.Sample {
+	s := policy.Sample{Time: m.Timestamp.Time}
+	for _, c := range m.Containers {
+		s.CPUMilli += c.Usage.Cpu().MilliValue()
+		s.MemoryBytes += c.Usage.Memory().Value()
+	}
+	return s
+}
+
+// PodKey names a pod's series: PodMetrics carry no UID, so namespace/name.
+func PodKey(namespace, name string) string { return namespace + "/" + name }
+
+// Terminal reports whether a pod has finished: it neither holds its requests
+// nor uses anything, so the policy never sees it.
+func Terminal(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// Node assembles the policy's view of node from pods, the pods bound to it
+// (terminal ones are skipped), and returns as well the sum of the reclaimed
+// requests of its live pods: room already promised to them.
+//
+// The returned samples live in a scratch buffer that the next call reuses:
+// compute with in before assembling the next node.
+func (a *Assembler) Node(node *corev1.Node, pods []*corev1.Pod) (in policy.Node, held reclaimable.Resources) {
+	in = policy.Node{
+		Name:        node.Name,
+		Capacity:    Resources(node.Status.Capacity),
+		Allocatable: Resources(node.Status.Allocatable),
+	}
+	// One scratch buffer holds every series of the node; Compute does not
+	// keep them.
+	buf := a.scratch[:0]
+	if a.hist != nil {
+		buf = a.hist.AppendNode(buf, node.Name)
+	}
+	in.Samples = buf
+	in.Pods = make([]policy.Pod, 0, len(pods))
+	for _, pod := range pods {
+		if Terminal(pod) {
+			continue
+		}
+		reclaimed, _ := a.names.PodRequest(pod)
+		held = held.Add(reclaimed)
+		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
+			Requests: reclaimable.NativeRequest(pod), Reclaimed: !reclaimed.IsZero()}
+		if pod.Status.StartTime != nil {
+			pp.StartTime = pod.Status.StartTime.Time
+		}
+		if a.hist != nil {
+			n := len(buf)
+			buf = a.hist.AppendPod(buf, PodKey(pod.Namespace, pod.Name))
+			pp.Samples = buf[n:len(buf):len(buf)]
+		}
+		in.Pods = append(in.Pods, pp)
+	}
+	// Appending may have moved the buffer: the node's series is its start.
+	in.Samples = buf[:len(in.Samples):len(in.Samples)]
+	a.scratch = buf
+	return in, held
+}
+
+// Resources is the native cpu and memory of a resource list.
+func Resources(l corev1.ResourceList) reclaimable.Resources {
+	return reclaimable.Resources{CPUMilli: l.Cpu().MilliValue(), MemoryBytes: l.Memory().Value()}
+}

@@ -1,0 +1,160 @@
+package policyinput
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+
+	"github.com/kube-reclaim/kube-reclaim/policy"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+func names(t *testing.T) reclaimable.Names {
+	t.Helper()
+	n, err := reclaimable.NewNames(reclaimable.DefaultDomain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func list(kv ...string) corev1.ResourceList {
+	l := corev1.ResourceList{}
+	for i := 0; i < len(kv); i += 2 {
+		l[corev1.ResourceName(kv[i])] = resource.MustParse(kv[i+1])
+	}
+	return l
+}
+
+func pod(name string, phase corev1.PodPhase, req corev1.ResourceList) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
+		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: req, Limits: req}}}},
+		Status:     corev1.PodStatus{Phase: phase},
+	}
+}
+
+func nodeMetrics(name string, at time.Time, cpu, mem string) metricsv1beta1.NodeMetrics {
+	return metricsv1beta1.NodeMetrics{ObjectMeta: metav1.ObjectMeta{Name: name}, Timestamp: metav1.NewTime(at), Usage: list("cpu", cpu, "memory", mem)}
+}
+
+func podMetrics(name string, at time.Time, cpu, mem string) metricsv1beta1.PodMetrics {
+	return metricsv1beta1.PodMetrics{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name}, Timestamp: metav1.NewTime(at),
+		Containers: []metricsv1beta1.ContainerMetrics{{Name: "a", Usage: list("cpu", cpu, "memory", mem)}, {Name: "b", Usage: list("cpu", cpu, "memory", mem)}}}
+}
+
+func TestNodeAssemblesWhatThePolicyReads(t *testing.T) {
+	n := names(t)
+	t0 := time.Unix(1_700_000_000, 0).UTC()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{
+		Capacity:    list("cpu", "8", "memory", "16Gi"),
+		Allocatable: list("cpu", "7500m", "memory", "15Gi"),
+	}}
+	regular := pod("regular", corev1.PodRunning, list("cpu", "1", "memory", "1Gi"))
+	regular.Status.StartTime = &metav1.Time{Time: t0.Add(-time.Hour)}
+	batch := pod("batch", corev1.PodRunning, list(string(n.CPU), "1500", string(n.Memory), "2048"))
+	done := pod("done", corev1.PodSucceeded, list("cpu", "3", string(n.CPU), "700"))
+	failed := pod("failed", corev1.PodFailed, list(string(n.CPU), "900"))
+	pending := pod("pending", corev1.PodPending, list("cpu", "250m"))
+
+	a := New(n)
+	a.Resize(10*time.Minute, MinScrapeInterval)
+	for i := range 3 {
+		at := t0.Add(time.Duration(i) * 15 * time.Second)
+		if got := a.AddNodeMetrics([]metricsv1beta1.NodeMetrics{nodeMetrics("n1", at, "2", "3Gi")}); got != 1 {
+			t.Fatalf("sample %d: %d new node samples, want 1", i, got)
+		}
+		a.AddPodMetrics([]metricsv1beta1.PodMetrics{podMetrics("regular", at, "100m", "1Mi"), podMetrics("batch", at, "300m", "2Mi")})
+	}
+	// metrics-server serves the same reading until its next scrape.
+	if got := a.AddNodeMetrics([]metricsv1beta1.NodeMetrics{nodeMetrics("n1", t0.Add(30*time.Second), "9", "9Gi")}); got != 0 {
+		t.Errorf("a repeated reading added %d samples", got)
+	}
+
+	in, held := a.Node(node, []*corev1.Pod{regular, batch, done, failed, pending})
+
+	if in.Name != "n1" || in.Allocatable != (reclaimable.Resources{CPUMilli: 7500, MemoryBytes: 15 << 30}) ||
+		in.Capacity != (reclaimable.Resources{CPUMilli: 8000, MemoryBytes: 16 << 30}) {
+		t.Errorf("node = %s cap %+v alloc %+v", in.Name, in.Capacity, in.Allocatable)
+	}
+	if held != (reclaimable.Resources{CPUMilli: 1500, MemoryBytes: 2048}) {
+		t.Errorf("held = %+v, want the live reclaimed pod's requests only", held)
+	}
+	if len(in.Samples) != 3 || in.Samples[2].CPUMilli != 2000 || !in.Samples[2].Time.Equal(t0.Add(30*time.Second)) {
+		t.Errorf("node samples = %+v", in.Samples)
+	}
+	want := map[string]struct {
+		reclaimed bool
+		requests  reclaimable.Resources
+		samples   int
+		cpu       int64
+	}{
+		"regular": {false, reclaimable.Resources{CPUMilli: 1000, MemoryBytes: 1 << 30}, 3, 200},
+		"batch":   {true, reclaimable.Resources{}, 3, 600},
+		"pending": {false, reclaimable.Resources{CPUMilli: 250}, 0, 0},
+	}
+	if len(in.Pods) != len(want) {
+		t.Fatalf("pods = %+v, want the three live ones", in.Pods)
+	}
+	for _, p := range in.Pods {
+		w, ok := want[p.Name]
+		if !ok {
+			t.Errorf("terminal pod %s reached the policy", p.Name)
+			continue
+		}
+		if p.Reclaimed != w.reclaimed || p.Requests != w.requests || len(p.Samples) != w.samples || p.UID != "uid-"+p.Name {
+			t.Errorf("pod %s = %+v", p.Name, p)
+		}
+		if w.samples > 0 && p.Samples[0].CPUMilli != w.cpu {
+			t.Errorf("pod %s usage %d, want the sum of its containers %d", p.Name, p.Samples[0].CPUMilli, w.cpu)
+		}
+	}
+	if !in.Pods[0].StartTime.Equal(t0.Add(-time.Hour)) {
+		t.Errorf("start time = %v", in.Pods[0].StartTime)
+	}
+}
+
+func TestNodeSeriesSurviveTheNextNodeInTheScratchBuffer(t *testing.T) {
+	a := New(names(t))
+	a.Resize(time.Hour, MinScrapeInterval)
+	t0 := time.Unix(1_700_000_000, 0)
+	a.AddNodeMetrics([]metricsv1beta1.NodeMetrics{nodeMetrics("a", t0, "1", "1Gi"), nodeMetrics("b", t0, "2", "2Gi")})
+	nodeA := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	in, _ := a.Node(nodeA, nil)
+	got := policy.Compute(&in, policy.DefaultSettings(), t0, time.Minute)
+	if got.MetricsTime.IsZero() || in.Samples[0].CPUMilli != 1000 {
+		t.Fatalf("node a: %+v", in.Samples)
+	}
+	// The policy reads one node at a time; the buffer is reused afterwards.
+	in2, _ := a.Node(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, nil)
+	if in2.Samples[0].CPUMilli != 2000 {
+		t.Errorf("node b: %+v", in2.Samples)
+	}
+}
+
+func TestResizeKeepsTheHistoryUnlessTheAgeChanges(t *testing.T) {
+	a := New(names(t))
+	t0 := time.Unix(1_700_000_000, 0)
+	a.Resize(time.Hour, MinScrapeInterval)
+	a.AddNodeMetrics([]metricsv1beta1.NodeMetrics{nodeMetrics("a", t0, "1", "1Gi")})
+	a.Resize(time.Hour, MinScrapeInterval)
+	if n, _ := a.History().Len(); n != 1 {
+		t.Errorf("same age: %d node series, want the history kept", n)
+	}
+	a.Resize(2*time.Hour, MinScrapeInterval)
+	if n, _ := a.History().Len(); n != 0 {
+		t.Errorf("new age: %d node series, want a fresh history", n)
+	}
+}
+
+func TestNodeWithoutHistoryHasNoSamples(t *testing.T) {
+	in, _ := New(names(t)).Node(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, []*corev1.Pod{pod("p", corev1.PodRunning, nil)})
+	if len(in.Samples) != 0 || len(in.Pods) != 1 || len(in.Pods[0].Samples) != 0 {
+		t.Errorf("in = %+v", in)
+	}
+}
