@@ -150,6 +150,10 @@ func TestRealNode(t *testing.T) {
 		framework.DeleteAllPods(t, c, ns)
 	})
 
+	t.Run("issue 12: a reclaimed pod gets exactly its grant from kubelet's cgroups", func(t *testing.T) {
+		enforcedGrant(t, c, rn, ns)
+	})
+
 	t.Run("with only kubelet writing, the webhook keeps the reclaimed values through its writes, a restart and a fresh registration", func(t *testing.T) {
 		port, err := cluster.FreePort()
 		if err != nil {
