@@ -23,6 +23,10 @@ const (
 	// (or implausibly far in the future), so it must be rewritten before
 	// readers consider it stale.
 	PublishRefresh = "refresh"
+	// PublishHeldChanged: the room stays, but what reclaimed pods hold
+	// changed, so the annotation's held (and with it perhaps the status
+	// floor) must follow: readers apply the floor from the annotation alone.
+	PublishHeldChanged = "held-changed"
 	// PublishStatusMismatch: the annotation is current but the node status
 	// does not carry its values (kubelet re-registration can zero extended
 	// resources), so only the status is written.
@@ -40,7 +44,11 @@ const (
 
 // Published is what the node's annotation says was last written.
 type Published struct {
+	// Values are the room.
 	Values reclaimable.Resources
+	// Held is what the annotation says reclaimed pods held; zero when it
+	// does not say.
+	Held reclaimable.Resources
 	// WriteTime is the annotation's write time.
 	WriteTime time.Time
 }
@@ -55,7 +63,8 @@ type Observed struct {
 	// which no value can match, so the status is then always rewritten.
 	Status *reclaimable.Resources
 	// Held is the sum of the reclaimed requests of the node's live pods:
-	// room already promised, which a decrease must withdraw at once.
+	// room already promised, which a decrease must withdraw at once, and
+	// the floor of the status value.
 	Held reclaimable.Resources
 }
 
@@ -72,17 +81,26 @@ type Gate struct {
 	Refresh time.Duration
 }
 
-// Decision is what to write to one node, and why.
+// Decision is what to write to one node, and why. It keeps the two numbers
+// of a node apart (docs/design.md#two-numbers-per-node): the room, which the
+// extender schedules against and which may drop to zero, and the status
+// value, which kubelet admits against and which never drops below what
+// reclaimed pods hold.
 type Decision struct {
-	// WriteAnnotation: write a new annotation carrying Values.
+	// WriteAnnotation: write a new annotation carrying Values and Held.
 	WriteAnnotation bool
 	// WriteStatus: set the reclaimed resources in status.capacity and
-	// status.allocatable to Values.
+	// status.allocatable to Status.
 	WriteStatus bool
-	// Values are what the node carries once the writes are done, the same
-	// in the annotation and the status. They differ from the computed values
-	// where a change was held back.
+	// Values are the room the annotation carries once the writes are done.
+	// They differ from the computed values where a change was held back.
 	Values reclaimable.Resources
+	// Held is what the annotation says reclaimed pods hold once the writes
+	// are done: Observed.Held.
+	Held reclaimable.Resources
+	// Status is the status value once the writes are done: per resource
+	// max(Values, Held), the same rule the webhook applies.
+	Status reclaimable.Resources
 	// Reason is one of the Publish or Hold constants.
 	Reason string
 }
@@ -95,24 +113,31 @@ func (d Decision) Writes() bool { return d.WriteAnnotation || d.WriteStatus }
 // computed, and now.
 //
 // The annotation is rewritten, with the reason in this order of precedence:
+//
 //   - initial: there is no previous annotation;
+//
 //   - decreased: a resource went down. Outside a refresh, a decrease
 //     strictly below the decrease threshold that stays at or above what
 //     reclaimed pods hold is noise: the previous value is kept for that
 //     resource (and it is not a reason to write);
+//
 //   - changed: a resource went up by strictly more than the change
 //     threshold, or up from zero;
+//
 //   - refresh: the previous write is older than the refresh interval, or
 //     more than that in the future. A refresh publishes the computed values,
 //     so nothing held back outlives it.
 //
+//   - held-changed: the room stays but what reclaimed pods hold is not what
+//     the annotation says, so the floor readers apply would be wrong.
+//
 // Otherwise the annotation stays and Values are its values. The status is
-// written whenever it does not carry Values, alone with the reason
-// status-mismatch when the annotation stays.
+// written whenever it does not carry Status = max(Values, Held), alone with
+// the reason status-mismatch when the annotation stays.
 func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate) Decision {
 	prev := obs.Published
 	if prev == nil {
-		return withStatus(Decision{WriteAnnotation: true, Values: computed, Reason: PublishInitial}, obs.Status)
+		return withStatus(Decision{WriteAnnotation: true, Values: computed, Reason: PublishInitial}, obs)
 	}
 	old := prev.Values
 	age := now.Sub(prev.WriteTime)
@@ -131,6 +156,9 @@ func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate)
 		d.Reason = PublishChanged
 	case refreshDue:
 		d.Reason = PublishRefresh
+	case prev.Held != obs.Held:
+		// The room held back stays as published.
+		d.Values, d.Reason = old, PublishHeldChanged
 	default:
 		d = Decision{Values: old, Reason: HoldUnchanged}
 		switch {
@@ -139,16 +167,20 @@ func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate)
 		case next != old:
 			d.Reason = HoldSmallIncrease
 		}
-		if d = withStatus(d, obs.Status); d.WriteStatus {
+		if d = withStatus(d, obs); d.WriteStatus {
 			d.Reason = PublishStatusMismatch
 		}
 		return d
 	}
-	return withStatus(d, obs.Status)
+	return withStatus(d, obs)
 }
 
-func withStatus(d Decision, status *reclaimable.Resources) Decision {
-	d.WriteStatus = status == nil || *status != d.Values
+// withStatus completes d with what is held and the status value, and writes
+// the status when it does not carry that value.
+func withStatus(d Decision, obs Observed) Decision {
+	d.Held = obs.Held
+	d.Status = d.Values.Max(obs.Held)
+	d.WriteStatus = obs.Status == nil || *obs.Status != d.Status
 	return d
 }
 

@@ -20,14 +20,32 @@ func TestDecide(t *testing.T) {
 		return Observed{Published: &Published{Values: vals(cpu, mem), WriteTime: now.Add(-ago)}, Status: status(cpu, mem)}
 	}
 	with := func(o Observed, f func(*Observed)) Observed { f(&o); return o }
+	// holding is o with reclaimed pods holding cpu/mem, as its annotation
+	// already says, and a status at the floor.
+	holding := func(o Observed, cpu, mem int64) Observed {
+		o.Held, o.Published.Held = vals(cpu, mem), vals(cpu, mem)
+		o.Status = status(max(o.Published.Values.CPUMilli, cpu), max(o.Published.Values.MemoryBytes, mem))
+		return o
+	}
 	gateWith := func(f func(*Gate)) Gate { g := gate; f(&g); return g }
+	// The helpers build decisions for nodes where nothing is held, whose
+	// status value is the room; heldBy adds what is held and the floor.
 	annotationAndStatus := func(reason string, v reclaimable.Resources) Decision {
-		return Decision{WriteAnnotation: true, WriteStatus: true, Values: v, Reason: reason}
+		return Decision{WriteAnnotation: true, WriteStatus: true, Values: v, Status: v, Reason: reason}
 	}
 	annotationOnly := func(reason string, v reclaimable.Resources) Decision {
-		return Decision{WriteAnnotation: true, Values: v, Reason: reason}
+		return Decision{WriteAnnotation: true, Values: v, Status: v, Reason: reason}
 	}
-	nothing := func(reason string, v reclaimable.Resources) Decision { return Decision{Values: v, Reason: reason} }
+	statusOnly := func(reason string, v reclaimable.Resources) Decision {
+		return Decision{WriteStatus: true, Values: v, Status: v, Reason: reason}
+	}
+	nothing := func(reason string, v reclaimable.Resources) Decision {
+		return Decision{Values: v, Status: v, Reason: reason}
+	}
+	heldBy := func(d Decision, held reclaimable.Resources) Decision {
+		d.Held, d.Status = held, d.Values.Max(held)
+		return d
+	}
 
 	cases := []struct {
 		name     string
@@ -49,10 +67,10 @@ func TestDecide(t *testing.T) {
 			on(1000, 2000, time.Minute), vals(1000, 2000), gate, nothing(HoldUnchanged, vals(1000, 2000))},
 		{"a status without the reclaimed resources is rewritten alone",
 			with(on(1000, 2000, time.Minute), func(o *Observed) { o.Status = nil }), vals(1000, 2000), gate,
-			Decision{WriteStatus: true, Values: vals(1000, 2000), Reason: PublishStatusMismatch}},
+			statusOnly(PublishStatusMismatch, vals(1000, 2000))},
 		{"a status zeroed by kubelet is rewritten with the annotation's values",
 			with(on(1000, 2000, time.Minute), func(o *Observed) { o.Status = status(0, 0) }), vals(1000, 2000), gate,
-			Decision{WriteStatus: true, Values: vals(1000, 2000), Reason: PublishStatusMismatch}},
+			statusOnly(PublishStatusMismatch, vals(1000, 2000))},
 
 		// Increases.
 		{"an increase just above the change threshold is published",
@@ -63,7 +81,7 @@ func TestDecide(t *testing.T) {
 			on(1000, 2000, time.Minute), vals(1100, 2200), gate, nothing(HoldSmallIncrease, vals(1000, 2000))},
 		{"a small increase with a wrong status rewrites the status with the published values",
 			with(on(1000, 2000, time.Minute), func(o *Observed) { o.Status = nil }), vals(1050, 2000), gate,
-			Decision{WriteStatus: true, Values: vals(1000, 2000), Reason: PublishStatusMismatch}},
+			statusOnly(PublishStatusMismatch, vals(1000, 2000))},
 		{"an increase from zero is published",
 			on(0, 2000, time.Minute), vals(1, 2000), gate, annotationAndStatus(PublishChanged, vals(1, 2000))},
 		{"a zero change threshold publishes any increase",
@@ -83,12 +101,12 @@ func TestDecide(t *testing.T) {
 			on(10000, 1000, time.Minute), vals(9900, 1000), gate, annotationAndStatus(PublishDecreased, vals(9900, 1000))},
 		{"a decrease below the decrease threshold is noise and keeps the published values",
 			on(10000, 1000, time.Minute), vals(9950, 995), gate, nothing(HoldNoise, vals(10000, 1000))},
-		{"a noisy decrease below what reclaimed pods hold is published at once",
-			with(on(10000, 1000, time.Minute), func(o *Observed) { o.Held = vals(9990, 0) }), vals(9950, 1000), gate,
-			annotationAndStatus(PublishDecreased, vals(9950, 1000))},
+		{"a noisy decrease below what reclaimed pods hold is published at once, the status staying at what is held",
+			holding(on(10000, 1000, time.Minute), 9990, 0), vals(9950, 1000), gate,
+			heldBy(annotationAndStatus(PublishDecreased, vals(9950, 1000)), vals(9990, 0))},
 		{"a noisy decrease that still covers exactly what is held waits",
-			with(on(10000, 1000, time.Minute), func(o *Observed) { o.Held = vals(9950, 0) }), vals(9950, 1000), gate,
-			nothing(HoldNoise, vals(10000, 1000))},
+			holding(on(10000, 1000, time.Minute), 9950, 0), vals(9950, 1000), gate,
+			heldBy(nothing(HoldNoise, vals(10000, 1000)), vals(9950, 0))},
 		{"a zero decrease threshold publishes a decrease of one byte",
 			on(10000, 1000, time.Minute), vals(10000, 999), gateWith(func(g *Gate) { g.DecreaseThreshold = 0 }),
 			annotationAndStatus(PublishDecreased, vals(10000, 999))},
@@ -117,6 +135,49 @@ func TestDecide(t *testing.T) {
 			on(1000, 2000, -time.Minute), vals(1000, 2000), gate, nothing(HoldUnchanged, vals(1000, 2000))},
 		{"a write far in the future is refreshed with the true value",
 			on(10000, 1000, -refresh-time.Second), vals(9950, 1000), gate, annotationAndStatus(PublishDecreased, vals(9950, 1000))},
+
+		// The floor: two numbers per node.
+		{"stale metrics with held pods drop the room to zero but keep the status at what is held",
+			holding(on(6000, 8<<30, time.Minute), 4000, 2<<30), vals(0, 0), gate,
+			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(0, 0), Held: vals(4000, 2<<30),
+				Status: vals(4000, 2<<30), Reason: PublishDecreased}},
+		{"still stale with the same pods held writes nothing",
+			holding(on(0, 0, time.Minute), 4000, 2<<30), vals(0, 0), gate,
+			heldBy(nothing(HoldUnchanged, vals(0, 0)), vals(4000, 2<<30))},
+		{"a pod finishing while stale lowers the held and the floor with it",
+			with(holding(on(0, 0, time.Minute), 4000, 2<<30), func(o *Observed) { o.Held = vals(1000, 1<<30) }), vals(0, 0), gate,
+			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(0, 0), Held: vals(1000, 1<<30),
+				Status: vals(1000, 1<<30), Reason: PublishHeldChanged}},
+		{"the last pod finishing while stale takes the floor to zero",
+			with(holding(on(0, 0, time.Minute), 4000, 2<<30), func(o *Observed) { o.Held = vals(0, 0) }), vals(0, 0), gate,
+			annotationAndStatus(PublishHeldChanged, vals(0, 0))},
+		{"a held change under the room rewrites the annotation only, the floor being the room",
+			with(holding(on(6000, 8<<30, time.Minute), 1000, 1<<30), func(o *Observed) { o.Held = vals(2000, 1<<30) }), vals(6000, 8<<30), gate,
+			heldBy(annotationOnly(PublishHeldChanged, vals(6000, 8<<30)), vals(2000, 1<<30))},
+		{"a held change keeps the room published when its own change is held back",
+			with(holding(on(6000, 8<<30, time.Minute), 1000, 1<<30), func(o *Observed) { o.Held = vals(2000, 1<<30) }), vals(6100, 8<<30), gate,
+			heldBy(annotationOnly(PublishHeldChanged, vals(6000, 8<<30)), vals(2000, 1<<30))},
+		{"held above the room after a usage spike sets the status to what is held",
+			holding(on(6000, 8<<30, time.Minute), 4000, 1<<30), vals(1000, 8<<30), gate,
+			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(1000, 8<<30), Held: vals(4000, 1<<30),
+				Status: vals(4000, 8<<30), Reason: PublishDecreased}},
+		{"an annotation written before held existed is rewritten once pods hold something",
+			with(on(6000, 8<<30, time.Minute), func(o *Observed) { o.Held = vals(4000, 0) }), vals(6000, 8<<30), gate,
+			heldBy(annotationOnly(PublishHeldChanged, vals(6000, 8<<30)), vals(4000, 0))},
+		{"a node without annotation whose pods hold more than the room gets a status at what is held",
+			Observed{Held: vals(4000, 2<<30)}, vals(0, 0), gate,
+			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(0, 0), Held: vals(4000, 2<<30),
+				Status: vals(4000, 2<<30), Reason: PublishInitial}},
+		{"a publisher back after a long absence rewrites the room and keeps the status at what is held",
+			holding(on(6000, 8<<30, time.Hour), 4000, 2<<30), vals(0, 0), gate,
+			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(0, 0), Held: vals(4000, 2<<30),
+				Status: vals(4000, 2<<30), Reason: PublishDecreased}},
+		{"a status zeroed by kubelet while pods hold more than the room is rewritten at the floor",
+			with(holding(on(0, 0, time.Minute), 4000, 2<<30), func(o *Observed) { o.Status = status(0, 0) }), vals(0, 0), gate,
+			Decision{WriteStatus: true, Values: vals(0, 0), Held: vals(4000, 2<<30), Status: vals(4000, 2<<30), Reason: PublishStatusMismatch}},
+		{"a status at the room instead of the floor is rewritten",
+			with(holding(on(1000, 8<<30, time.Minute), 4000, 0), func(o *Observed) { o.Status = status(1000, 8<<30) }), vals(1000, 8<<30), gate,
+			Decision{WriteStatus: true, Values: vals(1000, 8<<30), Held: vals(4000, 0), Status: vals(4000, 8<<30), Reason: PublishStatusMismatch}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -22,12 +22,12 @@ func (p *Publisher) patchAnnotation(ctx context.Context, w write) error {
 	return err
 }
 
-// patchStatus writes the values into capacity and allocatable alike: kubelet
+// patchStatus writes the floor into capacity and allocatable alike: kubelet
 // recomputes allocatable = capacity - reservation for every key, so unequal
 // values would make it re-patch on every status update. With the webhook
 // installed, this patch goes through it too and the same rule applies.
 func (p *Publisher) patchStatus(ctx context.Context, w write) error {
-	vals := map[string]string{string(p.names.CPU): quantity(w.values.CPUMilli), string(p.names.Memory): quantity(w.values.MemoryBytes)}
+	vals := map[string]string{string(p.names.CPU): quantity(w.floor.CPUMilli), string(p.names.Memory): quantity(w.floor.MemoryBytes)}
 	body, err := json.Marshal(map[string]interface{}{
 		"status": map[string]interface{}{"capacity": vals, "allocatable": vals},
 	})

@@ -294,9 +294,11 @@ func (p *Publisher) Cycle(ctx context.Context) {
 type write struct {
 	node       string
 	annotation string
-	values     reclaimable.Resources
-	reason     string
-	// status: the status does not carry values yet and must be written too.
+	// values are the room (the annotation's values); floor is the status
+	// value, max(room, held).
+	values, floor reclaimable.Resources
+	reason        string
+	// status: the status does not carry floor yet and must be written too.
 	status bool
 }
 
@@ -307,17 +309,18 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 
 	obs := policy.Observed{Status: p.statusValues(node), Held: held}
 	if a, err := reclaimable.Parse(node.Annotations[p.names.Annotation]); err == nil {
-		obs.Published = &policy.Published{Values: a.Values(), WriteTime: a.WriteTime}
+		obs.Published = &policy.Published{Values: a.Values(), Held: a.HeldValues(), WriteTime: a.WriteTime}
 	}
 	d := policy.Decide(obs, res.Resources, now, policy.Gate{ChangeThreshold: settings.ChangeThreshold,
 		DecreaseThreshold: p.opts.DecreaseThreshold, Refresh: p.opts.RefreshInterval})
 	if !d.Writes() {
 		return nil, res
 	}
-	w := &write{node: node.Name, values: d.Values, reason: d.Reason, status: d.WriteStatus}
+	w := &write{node: node.Name, values: d.Values, floor: d.Status, reason: d.Reason, status: d.WriteStatus}
 	if d.WriteAnnotation {
 		expl := res.Explanation
-		ann := reclaimable.Annotation{CPUMilli: d.Values.CPUMilli, MemoryBytes: d.Values.MemoryBytes, Policy: string(res.Policy),
+		held := d.Held
+		ann := reclaimable.Annotation{CPUMilli: d.Values.CPUMilli, MemoryBytes: d.Values.MemoryBytes, Held: &held, Policy: string(res.Policy),
 			Pool: pool, MetricsTime: res.MetricsTime, WriteTime: now.UTC().Truncate(time.Second), ZeroReason: res.ZeroReason, Explanation: &expl}
 		value, err := ann.Marshal()
 		if err != nil {

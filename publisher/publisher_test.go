@@ -228,3 +228,47 @@ func writeCounts(t *testing.T, p *Publisher) map[string]float64 {
 	}
 	return out
 }
+
+// With stale metrics the room drops to zero, but the status stays at what the
+// node's reclaimed pods hold, and the annotation says what they held so that
+// the webhook applies the same floor; a node holding nothing goes to zero.
+func TestStaleMetricsDropTheRoomButKeepTheStatusAtWhatIsHeld(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	grant := corev1.ResourceList{names.CPU: resource.MustParse("4000"), names.Memory: resource.MustParse("1Gi")}
+	pod := func(name, phase string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name},
+			Spec: corev1.PodSpec{NodeName: "busy", Containers: []corev1.Container{{Name: "c",
+				Resources: corev1.ResourceRequirements{Requests: grant, Limits: grant}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodPhase(phase)}}
+	}
+	room := reclaimable.Resources{CPUMilli: 6000, MemoryBytes: 4 << 30}
+	p, client := newTestPublisher(t, ctx,
+		annotatedNode(t, "busy", room, time.Now().Add(-time.Minute)),
+		annotatedNode(t, "idle", room, time.Now().Add(-time.Minute)),
+		pod("running", "Running"), pod("finished", "Succeeded"))
+	// Every sample of newTestPublisher is 5 s old.
+	p.opts.MetricsStaleAfter = time.Second
+	p.Cycle(ctx)
+
+	for _, tc := range []struct {
+		node         string
+		held, status reclaimable.Resources
+	}{
+		{"busy", reclaimable.Resources{CPUMilli: 4000, MemoryBytes: 1 << 30}, reclaimable.Resources{CPUMilli: 4000, MemoryBytes: 1 << 30}},
+		{"idle", reclaimable.Resources{}, reclaimable.Resources{}},
+	} {
+		a := annotation(t, client, tc.node)
+		if !a.Values().IsZero() || a.Held == nil || *a.Held != tc.held {
+			t.Errorf("%s: annotation room %+v held %+v, want zero room and held %+v", tc.node, a.Values(), a.Held, tc.held)
+		}
+		got, err := client.CoreV1().Nodes().Get(ctx, tc.node, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := p.statusValues(got); v == nil || *v != tc.status {
+			t.Errorf("%s: status carries %+v, want %+v", tc.node, v, tc.status)
+		}
+	}
+}

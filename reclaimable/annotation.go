@@ -30,6 +30,12 @@ type Annotation struct {
 	// WriteTime is when the publisher wrote the annotation; the webhook and
 	// extender treat the values as zero once it is older than --stale-after.
 	WriteTime time.Time `json:"writeTime"`
+	// Held is what the reclaimed pods bound to the node requested when the
+	// annotation was written. Readers keep the node status at or above it,
+	// even when the annotation is stale or the publisher is gone, so that a
+	// kubelet restart re-admits every running reclaimed pod. Annotations
+	// written before the field existed lack it: held unknown counts as zero.
+	Held *Resources `json:"held,omitempty"`
 	// ZeroReason says why zero was published on purpose (stale metrics,
 	// no samples); empty when the values came from the policy.
 	ZeroReason string `json:"zeroReason,omitempty"`
@@ -51,6 +57,9 @@ func Parse(value string) (Annotation, error) {
 	if a.CPUMilli < 0 || a.MemoryBytes < 0 {
 		return Annotation{}, fmt.Errorf("annotation has negative values (cpu=%d, memory=%d)", a.CPUMilli, a.MemoryBytes)
 	}
+	if a.Held != nil && (a.Held.CPUMilli < 0 || a.Held.MemoryBytes < 0) {
+		return Annotation{}, fmt.Errorf("annotation has negative held values (cpu=%d, memory=%d)", a.Held.CPUMilli, a.Held.MemoryBytes)
+	}
 	if a.WriteTime.IsZero() {
 		return Annotation{}, errors.New("annotation has no writeTime")
 	}
@@ -60,6 +69,15 @@ func Parse(value string) (Annotation, error) {
 // Values returns the published amounts.
 func (a *Annotation) Values() Resources {
 	return Resources{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes}
+}
+
+// HeldValues returns what reclaimed pods held at write time; zero when the
+// annotation does not say.
+func (a *Annotation) HeldValues() Resources {
+	if a.Held == nil {
+		return Resources{}
+	}
+	return *a.Held
 }
 
 // Marshal encodes the annotation value.
@@ -81,7 +99,10 @@ const (
 type Freshness struct {
 	// Values are the trustworthy values: the annotated ones when fresh, zero otherwise.
 	Values Resources
-	Fresh  bool
+	// Held is what the annotation says reclaimed pods held, whenever it
+	// could be parsed, fresh or not: the floor of the node status.
+	Held  Resources
+	Fresh bool
 	// Reason is empty when fresh, one of the Reason constants otherwise.
 	Reason string
 	// Detail is a human-readable explanation for logs and messages.
@@ -103,16 +124,17 @@ func Judge(value string, present bool, now time.Time, staleAfter time.Duration, 
 		return Freshness{Reason: ReasonMalformed, Detail: err.Error()}
 	}
 	age := now.Sub(a.WriteTime)
+	held := a.HeldValues()
 	switch {
 	case age > staleAfter:
-		return Freshness{Reason: ReasonWriteTooOld, Annotation: &a,
+		return Freshness{Reason: ReasonWriteTooOld, Annotation: &a, Held: held,
 			Detail: fmt.Sprintf("annotation written %s ago (stale after %s)", age.Round(time.Second), staleAfter)}
 	case age < -staleAfter:
-		return Freshness{Reason: ReasonFuture, Annotation: &a,
+		return Freshness{Reason: ReasonFuture, Annotation: &a, Held: held,
 			Detail: fmt.Sprintf("annotation written %s in the future", (-age).Round(time.Second))}
 	case !leaderAlive:
-		return Freshness{Reason: ReasonPublisherDown, Annotation: &a,
+		return Freshness{Reason: ReasonPublisherDown, Annotation: &a, Held: held,
 			Detail: "publisher leader lease not renewed for two lease durations"}
 	}
-	return Freshness{Fresh: true, Annotation: &a, Values: a.Values()}
+	return Freshness{Fresh: true, Annotation: &a, Values: a.Values(), Held: held}
 }

@@ -128,6 +128,49 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+func TestJudgeKeepsWhatWasHeldWhateverTheVerdict(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	held := &Resources{CPUMilli: 4000, MemoryBytes: 1 << 30}
+	ann := func(writeTime time.Time, h *Resources) string {
+		v, err := Annotation{CPUMilli: 0, MemoryBytes: 0, Policy: "usage", WriteTime: writeTime, Held: h}.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	cases := []struct {
+		name    string
+		value   string
+		present bool
+		alive   bool
+		want    Resources
+	}{
+		{"a fresh annotation carries its held", ann(now, held), true, true, *held},
+		{"an annotation too old still carries its held", ann(now.Add(-time.Hour), held), true, true, *held},
+		{"an annotation from the future still carries its held", ann(now.Add(time.Hour), held), true, true, *held},
+		{"a dead publisher's annotation still carries its held", ann(now, held), true, false, *held},
+		{"an annotation written before held existed holds nothing", ann(now, nil), true, true, Resources{}},
+		{"a missing annotation holds nothing", "", false, true, Resources{}},
+		{"negative held values make the annotation malformed",
+			`{"cpu":1,"memory":5,"held":{"cpuMilli":-1,"memoryBytes":0},"writeTime":"2026-01-01T11:59:00Z"}`, true, true, Resources{}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := Judge(tc.value, tc.present, now, 10*time.Minute, tc.alive)
+			if f.Held != tc.want {
+				t.Errorf("held = %+v, want %+v (%s %s)", f.Held, tc.want, f.Reason, f.Detail)
+			}
+		})
+	}
+}
+
+func TestResourcesMaxIsPerResource(t *testing.T) {
+	got := Resources{CPUMilli: 0, MemoryBytes: 5}.Max(Resources{CPUMilli: 4000, MemoryBytes: 2})
+	if want := (Resources{CPUMilli: 4000, MemoryBytes: 5}); got != want {
+		t.Errorf("got %+v, want %+v", got, want)
+	}
+}
+
 func TestNewNamesRejectsADomainThatIsNotADNSSubdomain(t *testing.T) {
 	if _, err := NewNames("Not A Domain/"); err == nil || !strings.Contains(err.Error(), "DNS subdomain") {
 		t.Errorf("got %v, want a DNS subdomain error", err)

@@ -2,7 +2,9 @@
 // node status writes (UPDATE nodes/status, CREATE nodes) that sets
 // status.capacity and status.allocatable <domain>/reclaimed-cpu and
 // <domain>/reclaimed-memory from the node's <domain>/reclaimable annotation
-// (zero when it is stale, missing or malformed), and, for nodes that opt in,
+// (the room, zero when it is stale, missing or malformed, floored at what the
+// annotation says reclaimed pods held, and clamped to native allocatable),
+// and, for nodes that opt in,
 // inflates native allocatable cpu/memory by a ratio without compounding (see
 // oversell.go for the rule and its cost: opted-in nodes make kubelet PATCH
 // their status every nodeStatusUpdateFrequency).

@@ -18,6 +18,12 @@ const (
 	PatchOversellRecord  = "oversell-record"  // the oversell-raw annotation added, changed or removed
 )
 
+// Resources, the label of the clamped counter.
+const (
+	ResourceCPU    = "cpu"
+	ResourceMemory = "memory"
+)
+
 // Error kinds, the label of the errors counter.
 const (
 	ErrBodyTooLarge         = "body-too-large"
@@ -37,6 +43,7 @@ type metrics struct {
 	duration *prometheus.HistogramVec
 	patches  *prometheus.CounterVec
 	stale    *prometheus.CounterVec
+	clamped  *prometheus.CounterVec
 	errors   *prometheus.CounterVec
 
 	// Pre-resolved children for the hot path.
@@ -63,8 +70,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "stale_injections_total",
-			Help:      "Node status writes for which zero was injected because the reclaimable annotation could not be trusted, by reason (annotation-missing, annotation-malformed, annotation-too-old, annotation-from-future, publisher-lease-expired). Counted whether or not the stored values were already zero.",
+			Help:      "Node status writes for which the room was taken as zero because the reclaimable annotation could not be trusted, by reason (annotation-missing, annotation-malformed, annotation-too-old, annotation-from-future, publisher-lease-expired); what the annotation says reclaimed pods held is still injected. Counted whether or not the stored values were already those.",
 		}, []string{"reason"}),
+		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kube_reclaim",
+			Subsystem: "webhook",
+			Name:      "clamped_total",
+			Help:      "Node status writes whose reclaimed value (room or held) was above the node's native allocatable in the same object and was lowered to it, by resource (cpu, memory).",
+		}, []string{"resource"}),
 		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
@@ -72,7 +85,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:      "Problems met while answering reviews, by kind. The webhook never denies: every one of them is answered allowed without a patch (or with HTTP 400/413 when the body is not an AdmissionReview or too large), except invalid-oversell-* which only disable oversell on that node.",
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.duration, m.patches, m.stale, m.errors)
+	reg.MustRegister(m.duration, m.patches, m.stale, m.clamped, m.errors)
 	m.durPatched = m.duration.WithLabelValues(OutcomePatched)
 	m.durUnchanged = m.duration.WithLabelValues(OutcomeUnchanged)
 	m.durSkipped = m.duration.WithLabelValues(OutcomeSkipped)
@@ -81,6 +94,9 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	// Make every series visible from the start, at zero.
 	for _, k := range []string{PatchOversell, PatchOversellRestore, PatchOversellRecord} {
 		m.patches.WithLabelValues(k)
+	}
+	for _, r := range []string{ResourceCPU, ResourceMemory} {
+		m.clamped.WithLabelValues(r)
 	}
 	for _, k := range []string{ErrBodyTooLarge, ErrReadBody, ErrNotAdmissionReview, ErrMalformed, ErrNoRequest,
 		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec} {

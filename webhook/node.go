@@ -100,7 +100,8 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 	if !f.Fresh {
 		h.metrics.stale.WithLabelValues(f.Reason).Inc()
 		if logrus.IsLevelEnabled(logrus.DebugLevel) {
-			logrus.WithFields(logrus.Fields{"node": nodeName, "reason": f.Reason, "detail": f.Detail}).Debug("injecting zero reclaimed resources")
+			logrus.WithFields(logrus.Fields{"node": nodeName, "reason": f.Reason, "detail": f.Detail,
+				"heldCPU": f.Held.CPUMilli, "heldMemory": f.Held.MemoryBytes}).Debug("no room; injecting what reclaimed pods held")
 		}
 	}
 
@@ -108,15 +109,20 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 	if node.Status != nil {
 		capacity, allocatable = node.Status.Capacity, node.Status.Allocatable
 	}
+	// The status value is the room (zero unless fresh) floored at what the
+	// annotation says reclaimed pods held, so that kubelet, re-admitting
+	// every pod when it restarts, rejects none of them; see
+	// docs/design.md#two-numbers-per-node.
+	want := h.clamp(nodeName, f.Values.Max(f.Held), allocatable)
 	capP := mapPatch{path: "/status/capacity", current: capacity, escaped: h.escaped}
 	allocP := mapPatch{path: "/status/allocatable", current: allocatable, escaped: h.escaped}
 	cpu, mem := string(h.names.CPU), string(h.names.Memory)
-	cpuStr, memStr := strconv.FormatInt(f.Values.CPUMilli, 10), strconv.FormatInt(f.Values.MemoryBytes, 10)
+	cpuStr, memStr := strconv.FormatInt(want.CPUMilli, 10), strconv.FormatInt(want.MemoryBytes, 10)
 	for _, p := range []*mapPatch{&capP, &allocP} {
-		if !quantityIs(p.current, cpu, f.Values.CPUMilli, cpuStr) {
+		if !quantityIs(p.current, cpu, want.CPUMilli, cpuStr) {
 			p.setValue(cpu, cpuStr)
 		}
-		if !quantityIs(p.current, mem, f.Values.MemoryBytes, memStr) {
+		if !quantityIs(p.current, mem, want.MemoryBytes, memStr) {
 			p.setValue(mem, memStr)
 		}
 	}
@@ -175,6 +181,47 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 		}
 	}
 	return ops, nil
+}
+
+// clamp lowers a value above the node's native allocatable in the same
+// object to it. The annotation is only as trustworthy as whoever can write
+// the node: a bug, a hand edit or a node annotating itself must not create
+// capacity out of nothing. The incoming allocatable is what the writer sent
+// (kubelet's raw value, or the stored one for partial writers, inflated on an
+// oversold node). A native value that is absent or does not parse gives no
+// bound: nothing is known to compare with.
+func (h *nodeMutator) clamp(node string, v reclaimable.Resources, allocatable map[string]string) reclaimable.Resources {
+	if s, ok := allocatable["cpu"]; ok && v.CPUMilli > 0 {
+		if q, err := resource.ParseQuantity(s); err == nil && v.CPUMilli > q.MilliValue() {
+			h.reportClamp(node, ResourceCPU, v.CPUMilli, max(q.MilliValue(), 0))
+			v.CPUMilli = max(q.MilliValue(), 0)
+		}
+	}
+	if s, ok := allocatable["memory"]; ok && v.MemoryBytes > 0 {
+		if q, err := resource.ParseQuantity(s); err == nil && v.MemoryBytes > q.Value() {
+			h.reportClamp(node, ResourceMemory, v.MemoryBytes, max(q.Value(), 0))
+			v.MemoryBytes = max(q.Value(), 0)
+		}
+	}
+	return v
+}
+
+// reportClamp counts every clamp and logs it once per node, resource and
+// pair of values, since the same annotation comes back on every heartbeat.
+func (h *nodeMutator) reportClamp(node, res string, annotated, native int64) {
+	h.metrics.clamped.WithLabelValues(res).Inc()
+	id := node + "\x00clamp\x00" + res
+	value := strconv.FormatInt(annotated, 10) + ">" + strconv.FormatInt(native, 10)
+	h.invalidMu.Lock()
+	last, seen := h.invalidLogged[id]
+	if !seen || last != value {
+		h.invalidLogged[id] = value
+	}
+	h.invalidMu.Unlock()
+	if !seen || last != value {
+		logrus.WithFields(logrus.Fields{"node": node, "resource": res, "value": annotated, "nativeAllocatable": native}).
+			Warn("reclaimed value above the node's native allocatable; clamped")
+	}
 }
 
 // quantityIs reports whether m[key] holds the integer want (spelled wantStr
