@@ -10,7 +10,10 @@ import (
 	"unicode/utf8"
 
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 )
 
 // FuzzHandler drives the whole HTTP handler (router, body limit, decoding,
@@ -25,8 +28,38 @@ func FuzzHandler(f *testing.F) {
 	th := newTestHandler(f, testNames, nil)
 	th.MaxRequestBytes = 16 << 10
 	f.Fuzz(func(t *testing.T, body []byte) {
+		checkFuzzAnswer(t, th, Path, body)
+	})
+}
+
+// FuzzPodHandler is FuzzHandler for the pod route, seeded with pod reviews.
+// The pod route may deny (a pod that cannot be made safe, or one it cannot
+// process: it fails closed), but a denial must say why; a patch must
+// leave a pod that enforcement.Enforced accepts.
+func FuzzPodHandler(f *testing.F) {
+	th := newTestHandler(f, testNames, nil)
+	th.MaxRequestBytes = 16 << 10
+	for _, obj := range []json.RawMessage{
+		podJSON(regular),
+		podJSON(reclaimed2c4g),
+		podJSON(regular, reclaimed2c4g),
+		podJSON(`{"requests":{"cpu":"250m","kube-reclaim.io/reclaimed-cpu":"1000","kube-reclaim.io/reclaimed-memory":"1Gi"},"limits":{"cpu":"8","kube-reclaim.io/reclaimed-cpu":"1000","kube-reclaim.io/reclaimed-memory":"1Gi"}}`),
+		podJSON(`{"limits":{"kube-reclaim.io/reclaimed-cpu":"1000"}}`),
+		podJSON(`{"requests":{"kube-reclaim.io/reclaimed-memory":"1Gi"},"limits":{"kube-reclaim.io/reclaimed-memory":"2Gi"}}`),
+	} {
+		f.Add(podReview(f, "CREATE", obj))
+	}
+	f.Add(podReview(f, "UPDATE", podJSON(reclaimed2c4g)))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		checkFuzzAnswer(t, th, PodPath, body)
+	})
+}
+
+// checkFuzzAnswer posts body to path and checks the answer's invariants.
+func checkFuzzAnswer(t *testing.T, th testHandler, path string, body []byte) {
+	{
 		rec := httptest.NewRecorder()
-		th.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body)))
+		th.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
 		if panics := th.counter(t, "kube_reclaim_webhook_errors_total", "kind", ErrPanic); panics != 0 {
 			t.Fatalf("the handler panicked on %q", body)
 		}
@@ -48,6 +81,10 @@ func FuzzHandler(f *testing.F) {
 				Allowed   bool    `json:"allowed"`
 				PatchType *string `json:"patchType"`
 				Patch     *string `json:"patch"`
+				Status    *struct {
+					Code    int    `json:"code"`
+					Message string `json:"message"`
+				} `json:"status"`
 			} `json:"response"`
 		}
 		if err := json.Unmarshal(rec.Body.Bytes(), &out); err != nil {
@@ -57,7 +94,13 @@ func FuzzHandler(f *testing.F) {
 			t.Fatalf("answer is not an AdmissionReview: %s", rec.Body)
 		}
 		if !out.Response.Allowed {
-			t.Fatalf("denied: %s", rec.Body)
+			if path != PodPath {
+				t.Fatalf("denied: %s", rec.Body)
+			}
+			if st := out.Response.Status; st == nil || st.Message == "" || (st.Code != 403 && st.Code != 500) || out.Response.Patch != nil {
+				t.Fatalf("denial without a code, a message, or with a patch: %s", rec.Body)
+			}
+			return
 		}
 		if out.Response.Patch == nil {
 			if out.Response.PatchType != nil {
@@ -95,8 +138,18 @@ func FuzzHandler(f *testing.F) {
 		if out.Response.UID != in.Request.UID {
 			t.Fatalf("uid %q answered for request uid %q", out.Response.UID, in.Request.UID)
 		}
-		if _, err := p.Apply(in.Request.Object); err != nil {
+		patched, err := p.Apply(in.Request.Object)
+		if err != nil {
 			t.Fatalf("patch %s does not apply to %s: %v", patch, in.Request.Object, err)
 		}
-	})
+		if path == PodPath {
+			var pod corev1.Pod
+			if err := json.Unmarshal(patched, &pod); err != nil {
+				t.Fatalf("patched pod does not decode: %v: %s", err, patched)
+			}
+			if err := enforcement.Enforced(&pod.Spec, testNames); err != nil {
+				t.Fatalf("patched pod is not enforced: %v\npatch %s", err, patch)
+			}
+		}
+	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
@@ -30,6 +31,7 @@ type Handler struct {
 	metrics *metrics
 	router  *mux.Router
 	nodes   *nodeMutator
+	pods    *podMutator
 
 	// MaxRequestBytes bounds the request body (413 above it). Set it before
 	// serving; zero or negative means DefaultMaxRequestBytes.
@@ -38,11 +40,15 @@ type Handler struct {
 	bufs sync.Pool // *bytes.Buffer for request bodies
 }
 
+// SetPodRewriter installs r to run on every reviewed pod before it is
+// enforced (nil: none). Call it before serving.
+func (h *Handler) SetPodRewriter(r PodRewriter) { h.pods.rewriter = r }
+
 // NewHandler returns the webhook handler. alive reports whether the
 // publisher's leader lease is alive at an instant (nil: always alive; pass
 // (*leaderlease.Tracker).Alive). reg receives the webhook's metrics (nil: a
-// private registry). The handler serves POST Path and answers 404/405
-// elsewhere.
+// private registry). The handler serves POST Path (nodes) and POST PodPath
+// (pods) and answers 404/405 elsewhere.
 func NewHandler(names reclaimable.Names, staleAfter time.Duration, alive func(time.Time) bool, reg prometheus.Registerer) *Handler {
 	if reg == nil {
 		reg = prometheus.NewRegistry()
@@ -53,8 +59,13 @@ func NewHandler(names reclaimable.Names, staleAfter time.Duration, alive func(ti
 
 	rm := serving.NewRequestMetrics(reg, "webhook")
 	h.router = mux.NewRouter()
-	nodes := &reviewServer[nodeObject, *nodeObject]{h: h, gk: schema.GroupKind{Kind: "Node"}, mutator: h.nodes}
+	nodes := &reviewServer[nodeObject, *nodeObject]{h: h, gk: schema.GroupKind{Kind: "Node"}, mutator: h.nodes, durations: h.metrics.nodes}
 	h.router.Handle(Path, rm.Wrap(Path, nodes)).Methods(http.MethodPost)
+	h.pods = &podMutator{names: names, metrics: h.metrics}
+	// The pod route fails closed like its failurePolicy: a pod it cannot
+	// process is refused rather than run without limits.
+	pods := &reviewServer[corev1.Pod, *corev1.Pod]{h: h, gk: schema.GroupKind{Kind: "Pod"}, mutator: h.pods, durations: h.metrics.pods, failClosed: true}
+	h.router.Handle(PodPath, rm.Wrap(PodPath, pods)).Methods(http.MethodPost)
 	return h
 }
 

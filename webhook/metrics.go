@@ -1,13 +1,18 @@
 package webhook
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
+)
 
 // Outcomes of a review, the label of the review duration histogram.
 const (
 	OutcomePatched   = "patched"   // answered with a patch
 	OutcomeUnchanged = "unchanged" // a node status write that needed no change
 	OutcomeSkipped   = "skipped"   // not a request the webhook mutates
-	OutcomeError     = "error"     // answered allowed without a patch (or 400/413) because of an error
+	OutcomeDenied    = "denied"    // a pod refused: it cannot be made safe (pod reviews only)
+	OutcomeError     = "error"     // answered without a patch (or 400/413) because of an error: allowed for nodes, denied for pods
 )
 
 // Patch kinds, the label of the patches counter.
@@ -40,15 +45,35 @@ const (
 )
 
 type metrics struct {
-	duration *prometheus.HistogramVec
-	patches  *prometheus.CounterVec
-	stale    *prometheus.CounterVec
-	clamped  *prometheus.CounterVec
-	errors   *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	podDuration *prometheus.HistogramVec
+	patches     *prometheus.CounterVec
+	stale       *prometheus.CounterVec
+	clamped     *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	denials     *prometheus.CounterVec
 
 	// Pre-resolved children for the hot path.
-	durPatched, durUnchanged, durSkipped, durError prometheus.Observer
-	patchReclaimed                                 prometheus.Counter
+	nodes, pods    *durations
+	patchReclaimed prometheus.Counter
+}
+
+// durations are one route's review histogram children, resolved once.
+type durations struct {
+	patched, unchanged, skipped, denied, err prometheus.Observer
+}
+
+func newDurations(h *prometheus.HistogramVec, withDenied bool) *durations {
+	d := &durations{
+		patched:   h.WithLabelValues(OutcomePatched),
+		unchanged: h.WithLabelValues(OutcomeUnchanged),
+		skipped:   h.WithLabelValues(OutcomeSkipped),
+		err:       h.WithLabelValues(OutcomeError),
+	}
+	if withDenied {
+		d.denied = h.WithLabelValues(OutcomeDenied)
+	}
+	return d
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,9 +82,22 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "review_duration_seconds",
-			Help:      "Time to answer one AdmissionReview (reading the body to writing the answer), by outcome: patched, unchanged, skipped or error.",
+			Help:      "Time to answer one node AdmissionReview (reading the body to writing the answer), by outcome: patched, unchanged, skipped or error.",
 			Buckets:   []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
 		}, []string{"outcome"}),
+		podDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "kube_reclaim",
+			Subsystem: "webhook",
+			Name:      "pod_review_duration_seconds",
+			Help:      "Time to answer one pod AdmissionReview (" + PodPath + "), by outcome: patched (limits enforced), unchanged (nothing reclaimed or already enforced), denied (cannot be made safe), skipped or error (denied: the pod webhook fails closed).",
+			Buckets:   []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
+		}, []string{"outcome"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kube_reclaim",
+			Subsystem: "webhook",
+			Name:      "pod_denials_total",
+			Help:      "Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant). One pod may count under several reasons.",
+		}, []string{"reason"}),
 		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
@@ -82,14 +120,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "errors_total",
-			Help:      "Problems met while answering reviews, by kind. The webhook never denies: every one of them is answered allowed without a patch (or with HTTP 400/413 when the body is not an AdmissionReview or too large), except invalid-oversell-* which only disable oversell on that node.",
+			Help:      "Problems met while answering reviews, by kind. A node review is answered allowed without a patch (or with HTTP 400/413 when the body is not an AdmissionReview or too large), except invalid-oversell-* which only disable oversell on that node; a pod review is denied (fail closed).",
 		}, []string{"kind"}),
 	}
-	reg.MustRegister(m.duration, m.patches, m.stale, m.clamped, m.errors)
-	m.durPatched = m.duration.WithLabelValues(OutcomePatched)
-	m.durUnchanged = m.duration.WithLabelValues(OutcomeUnchanged)
-	m.durSkipped = m.duration.WithLabelValues(OutcomeSkipped)
-	m.durError = m.duration.WithLabelValues(OutcomeError)
+	reg.MustRegister(m.duration, m.podDuration, m.patches, m.stale, m.clamped, m.errors, m.denials)
+	m.nodes = newDurations(m.duration, false)
+	m.pods = newDurations(m.podDuration, true)
 	m.patchReclaimed = m.patches.WithLabelValues(PatchReclaimed)
 	// Make every series visible from the start, at zero.
 	for _, k := range []string{PatchOversell, PatchOversellRestore, PatchOversellRecord} {
@@ -98,6 +134,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{ResourceCPU, ResourceMemory} {
 		m.clamped.WithLabelValues(r)
 	}
+	for _, r := range []string{string(enforcement.ReasonRequestNotLimit), string(enforcement.ReasonNegative),
+		string(enforcement.ReasonNoMemoryGrant), string(enforcement.ReasonNoCPUGrant), DenialRewrite} {
+		m.denials.WithLabelValues(r)
+	}
 	for _, k := range []string{ErrBodyTooLarge, ErrReadBody, ErrNotAdmissionReview, ErrMalformed, ErrNoRequest,
 		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec} {
 		m.errors.WithLabelValues(k)
@@ -105,15 +145,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	return m
 }
 
-func (m *metrics) observe(outcome string, seconds float64) {
+func (d *durations) observe(outcome string, seconds float64) {
 	switch outcome {
 	case OutcomePatched:
-		m.durPatched.Observe(seconds)
+		d.patched.Observe(seconds)
 	case OutcomeUnchanged:
-		m.durUnchanged.Observe(seconds)
+		d.unchanged.Observe(seconds)
 	case OutcomeSkipped:
-		m.durSkipped.Observe(seconds)
+		d.skipped.Observe(seconds)
+	case OutcomeDenied:
+		if d.denied != nil {
+			d.denied.Observe(seconds)
+			return
+		}
+		d.err.Observe(seconds)
 	default:
-		m.durError.Observe(seconds)
+		d.err.Observe(seconds)
 	}
 }

@@ -91,7 +91,24 @@ type reviewServer[O any, P reviewObject[O]] struct {
 	h       *Handler
 	gk      schema.GroupKind
 	mutator mutator[O]
+	// durations times this route's reviews by outcome.
+	durations *durations
+	// failClosed denies, rather than allows unchanged, a review the webhook
+	// cannot process: for pods, allowing would let a reclaimed pod run
+	// without the limits the mutation exists to set.
+	failClosed bool
 }
+
+// denial is a mutator's refusal of the object: the review is answered
+// allowed=false with code 403, reason Forbidden and the message, which the
+// apiserver shows the client after the webhook's name.
+type denial struct {
+	// reasons label the denials counter (bounded set).
+	reasons []string
+	message string
+}
+
+func (d *denial) Error() string { return d.message }
 
 // reviewState is what is known about the request so far, for the answer
 // given after a recovered panic and for logs.
@@ -102,8 +119,9 @@ type reviewState struct {
 	answered   bool
 }
 
-// ServeHTTP answers one AdmissionReview. It never denies: every problem is
-// answered allowed without a patch, except a body that is not an
+// ServeHTTP answers one AdmissionReview. Only a mutator's denial, or any
+// problem on a failClosed route, is answered allowed=false; otherwise every
+// problem is answered allowed without a patch, except a body that is not an
 // AdmissionReview at all (400) or too large (413).
 func (s *reviewServer[O, P]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
@@ -112,14 +130,14 @@ func (s *reviewServer[O, P]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.h.metrics.errors.WithLabelValues(ErrPanic).Inc()
-			logrus.WithFields(logrus.Fields{"uid": st.uid, "name": st.name, "panic": fmt.Sprint(p), "stack": string(debug.Stack())}).
-				Error("webhook panicked; answering allowed without a patch")
+			logrus.WithFields(logrus.Fields{"uid": st.uid, "name": st.name, "panic": fmt.Sprint(p), "stack": string(debug.Stack()), "failClosed": s.failClosed}).
+				Error("webhook panicked; answering without a patch")
 			if !st.answered {
-				s.h.answer(w, &st, nil)
+				s.unprocessedAnswer(w, &st, ErrPanic, fmt.Errorf("panic: %v", p))
 			}
 			outcome = OutcomeError
 		}
-		s.h.metrics.observe(outcome, time.Since(start).Seconds())
+		s.durations.observe(outcome, time.Since(start).Seconds())
 	}()
 	outcome = s.review(w, r, &st)
 }
@@ -153,19 +171,20 @@ func (s *reviewServer[O, P]) review(w http.ResponseWriter, r *http.Request, st *
 		return OutcomeSkipped
 	}
 	if objKind := s.objectKind(req.Object); req.Kind.Group != s.gk.Group || req.Kind.Kind != s.gk.Kind || (objKind != "" && objKind != s.gk.Kind) {
-		s.h.problem(st, ErrWrongKind, fmt.Errorf("request kind %s/%s, object kind %q, want %s", req.Kind.Group, req.Kind.Kind, objKind, s.gk))
-		s.h.answer(w, st, nil)
+		s.unprocessed(w, st, ErrWrongKind, fmt.Errorf("request kind %s/%s, object kind %q, want %s", req.Kind.Group, req.Kind.Kind, objKind, s.gk))
 		return OutcomeError
 	}
 	if req.Object == nil {
-		s.h.problem(st, ErrNoObject, errors.New("request has no object"))
-		s.h.answer(w, st, nil)
+		s.unprocessed(w, st, ErrNoObject, errors.New("request has no object"))
 		return OutcomeError
 	}
 	ops, err := s.mutator.mutate(req)
+	if d := (*denial)(nil); errors.As(err, &d) {
+		s.h.deny(w, st, d)
+		return OutcomeDenied
+	}
 	if err != nil {
-		s.h.problem(st, ErrEncode, err)
-		s.h.answer(w, st, nil)
+		s.unprocessed(w, st, ErrEncode, err)
 		return OutcomeError
 	}
 	if len(ops) == 0 {
@@ -174,8 +193,7 @@ func (s *reviewServer[O, P]) review(w http.ResponseWriter, r *http.Request, st *
 	}
 	patch, err := json.Marshal(ops)
 	if err != nil {
-		s.h.problem(st, ErrEncode, err)
-		s.h.answer(w, st, nil)
+		s.unprocessed(w, st, ErrEncode, err)
 		return OutcomeError
 	}
 	s.h.answer(w, st, patch)
@@ -216,9 +234,27 @@ func (s *reviewServer[O, P]) malformed(w http.ResponseWriter, body []byte, decod
 		s.h.answer(w, st, nil)
 		return OutcomeSkipped
 	}
-	s.h.problem(st, ErrMalformed, decodeErr)
-	s.h.answer(w, st, nil)
+	s.unprocessed(w, st, ErrMalformed, decodeErr)
 	return OutcomeError
+}
+
+// unprocessed counts and logs a review the webhook could not process and
+// answers it: allowed without a patch, or denied on a failClosed route.
+func (s *reviewServer[O, P]) unprocessed(w http.ResponseWriter, st *reviewState, kind string, err error) {
+	s.h.problem(st, kind, err, s.failClosed)
+	s.unprocessedAnswer(w, st, kind, err)
+}
+
+func (s *reviewServer[O, P]) unprocessedAnswer(w http.ResponseWriter, st *reviewState, kind string, err error) {
+	if !s.failClosed {
+		s.h.answer(w, st, nil)
+		return
+	}
+	s.h.respond(w, st, &admissionv1.AdmissionResponse{UID: st.uid, Result: &metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Reason: metav1.StatusReasonInternalError,
+		Message: fmt.Sprintf("kube-reclaim could not process this %s (%s: %v); it is refused rather than admitted without the limits the webhook sets",
+			strings.ToLower(s.gk.Kind), kind, err),
+	}})
 }
 
 // retype returns req's envelope without its object, typed for mutator[O].
@@ -270,6 +306,27 @@ var jsonPatchType = admissionv1.PatchTypeJSONPatch
 // answer writes an allowed AdmissionReview in the version of the request (v1
 // when unknown), with patch when not nil.
 func (h *Handler) answer(w http.ResponseWriter, st *reviewState, patch []byte) {
+	resp := &admissionv1.AdmissionResponse{UID: st.uid, Allowed: true}
+	if patch != nil {
+		resp.PatchType, resp.Patch = &jsonPatchType, patch
+	}
+	h.respond(w, st, resp)
+}
+
+// deny answers allowed=false with the mutator's message, code 403 and
+// reason Forbidden, and counts it under each of its reasons.
+func (h *Handler) deny(w http.ResponseWriter, st *reviewState, d *denial) {
+	for _, r := range d.reasons {
+		h.metrics.denials.WithLabelValues(r).Inc()
+	}
+	logrus.WithFields(logrus.Fields{"uid": st.uid, "name": st.name, "reasons": d.reasons}).Info("denied: " + d.message)
+	h.respond(w, st, &admissionv1.AdmissionResponse{UID: st.uid, Result: &metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: d.message,
+	}})
+}
+
+// respond writes resp in an AdmissionReview of the request's version.
+func (h *Handler) respond(w http.ResponseWriter, st *reviewState, resp *admissionv1.AdmissionResponse) {
 	st.answered = true
 	apiVersion := st.apiVersion
 	if apiVersion == "" {
@@ -277,10 +334,7 @@ func (h *Handler) answer(w http.ResponseWriter, st *reviewState, patch []byte) {
 	}
 	out := admissionv1.AdmissionReview{
 		TypeMeta: metav1.TypeMeta{APIVersion: apiVersion, Kind: "AdmissionReview"},
-		Response: &admissionv1.AdmissionResponse{UID: st.uid, Allowed: true},
-	}
-	if patch != nil {
-		out.Response.PatchType, out.Response.Patch = &jsonPatchType, patch
+		Response: resp,
 	}
 	b, err := json.Marshal(&out)
 	if err != nil { // cannot happen: strings, a bool and bytes
@@ -292,11 +346,15 @@ func (h *Handler) answer(w http.ResponseWriter, st *reviewState, patch []byte) {
 	_, _ = w.Write(b)
 }
 
-// problem counts and logs an error that is answered allowed.
-func (h *Handler) problem(st *reviewState, kind string, err error) {
+// problem counts and logs an error answered allowed unchanged, or denied
+// when failClosed.
+func (h *Handler) problem(st *reviewState, kind string, err error, failClosed bool) {
 	h.metrics.errors.WithLabelValues(kind).Inc()
-	logrus.WithError(err).WithFields(logrus.Fields{"uid": st.uid, "name": st.name, "kind": kind}).
-		Warn("cannot mutate the object; allowing the request unchanged")
+	msg := "cannot mutate the object; allowing the request unchanged"
+	if failClosed {
+		msg = "cannot mutate the object; denying the request"
+	}
+	logrus.WithError(err).WithFields(logrus.Fields{"uid": st.uid, "name": st.name, "kind": kind}).Warn(msg)
 }
 
 // fail answers with an HTTP error (the apiserver applies failurePolicy Ignore).

@@ -1,0 +1,136 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"strconv"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// PodPath is the URL path of the pod webhook.
+const PodPath = "/mutate-pod"
+
+// DenialRewrite labels denials for a PodRewriter error.
+const DenialRewrite = "Rewrite"
+
+// PodRewriter changes a pod before it is enforced, for example to turn the
+// native requests of a pod that opted in into reclaimed requests. It is
+// called for every pod the webhook reviews (CREATE of pods), before
+// enforcement.Enforce, with the request's namespace (the pod's own may be
+// empty on create) and a copy of the pod it may change.
+//
+// Only metadata.labels, metadata.annotations, spec.schedulerName,
+// spec.priorityClassName, spec.priority and the resources of containers and
+// init containers are patched back; a change to anything else denies the pod
+// (the webhook would otherwise drop it silently). An error denies the pod
+// with the error's message. It must be idempotent: the apiserver reinvokes
+// the webhook on a pod it already rewrote (reinvocationPolicy IfNeeded).
+type PodRewriter interface {
+	RewritePod(namespace string, pod *corev1.Pod) error
+}
+
+// podMutator makes kubelet hold reclaimed pods to their grant (package
+// enforcement) on pod creation.
+type podMutator struct {
+	names   reclaimable.Names
+	metrics *metrics
+	// rewriter, when set, runs before enforcement (profiles).
+	rewriter PodRewriter
+}
+
+func (m *podMutator) handles(req *admissionRequest[corev1.Pod]) bool {
+	return req.Resource.Group == "" && req.Resource.Resource == "pods" && req.SubResource == "" &&
+		req.Operation == admissionv1.Create
+}
+
+func (m *podMutator) mutate(req *admissionRequest[corev1.Pod]) ([]patchOp, error) {
+	orig := req.Object
+	pod := orig.DeepCopy()
+	if m.rewriter != nil {
+		if err := m.rewriter.RewritePod(req.Namespace, pod); err != nil {
+			return nil, &denial{reasons: []string{DenialRewrite}, message: err.Error()}
+		}
+		if err := rewroteOnlyPatchedFields(orig, pod); err != nil {
+			return nil, err
+		}
+	}
+	if _, err := enforcement.Enforce(&pod.Spec, m.names); err != nil {
+		var e *enforcement.Error
+		if !errors.As(err, &e) {
+			return nil, err
+		}
+		d := &denial{message: err.Error()}
+		for _, r := range e.Reasons() {
+			d.reasons = append(d.reasons, string(r))
+		}
+		return nil, d
+	}
+	return podPatch(orig, pod), nil
+}
+
+// podPatch returns the operations turning orig into pod, over the fields a
+// PodRewriter and Enforce may change. A changed field or map is replaced
+// whole ("add" on an existing member replaces it): the review is of one
+// object at one instant, so nothing can race with the patch.
+func podPatch(orig, pod *corev1.Pod) []patchOp {
+	var ops []patchOp
+	if !reflect.DeepEqual(orig.Labels, pod.Labels) {
+		ops = append(ops, patchOp{Op: "add", Path: "/metadata/labels", Value: pod.Labels})
+	}
+	if !reflect.DeepEqual(orig.Annotations, pod.Annotations) {
+		ops = append(ops, patchOp{Op: "add", Path: "/metadata/annotations", Value: pod.Annotations})
+	}
+	if orig.Spec.SchedulerName != pod.Spec.SchedulerName {
+		ops = append(ops, patchOp{Op: "add", Path: "/spec/schedulerName", Value: pod.Spec.SchedulerName})
+	}
+	if orig.Spec.PriorityClassName != pod.Spec.PriorityClassName {
+		ops = append(ops, patchOp{Op: "add", Path: "/spec/priorityClassName", Value: pod.Spec.PriorityClassName})
+	}
+	if !reflect.DeepEqual(orig.Spec.Priority, pod.Spec.Priority) {
+		ops = append(ops, patchOp{Op: "add", Path: "/spec/priority", Value: pod.Spec.Priority})
+	}
+	for _, k := range []struct {
+		path       string
+		orig, next []corev1.Container
+	}{
+		{"/spec/initContainers/", orig.Spec.InitContainers, pod.Spec.InitContainers},
+		{"/spec/containers/", orig.Spec.Containers, pod.Spec.Containers},
+	} {
+		for i := range k.next {
+			if !reflect.DeepEqual(k.orig[i].Resources, k.next[i].Resources) {
+				ops = append(ops, patchOp{Op: "add", Path: k.path + strconv.Itoa(i) + "/resources", Value: k.next[i].Resources})
+			}
+		}
+	}
+	return ops
+}
+
+// rewroteOnlyPatchedFields checks a rewriter changed nothing podPatch would
+// drop.
+func rewroteOnlyPatchedFields(orig, pod *corev1.Pod) error {
+	if len(orig.Spec.InitContainers) != len(pod.Spec.InitContainers) || len(orig.Spec.Containers) != len(pod.Spec.Containers) {
+		return errors.New("the pod rewriter added or removed containers")
+	}
+	strip := func(p *corev1.Pod) *corev1.Pod {
+		c := p.DeepCopy()
+		c.Labels, c.Annotations = nil, nil
+		c.Spec.SchedulerName, c.Spec.PriorityClassName, c.Spec.Priority = "", "", nil
+		for _, cs := range [][]corev1.Container{c.Spec.InitContainers, c.Spec.Containers} {
+			for i := range cs {
+				cs[i].Resources = corev1.ResourceRequirements{}
+			}
+		}
+		return c
+	}
+	if !apiequality.Semantic.DeepEqual(strip(orig), strip(pod)) {
+		return fmt.Errorf("the pod rewriter changed fields the pod webhook does not patch (only labels, annotations, schedulerName, priorityClassName, priority and container resources are)")
+	}
+	return nil
+}
