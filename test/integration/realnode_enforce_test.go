@@ -11,12 +11,15 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
+	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
 // The cgroup v1 hierarchies kubelet (cgroupfs driver) writes a container's
@@ -38,26 +41,111 @@ type reclaimedGrant struct {
 	cpuMilli, memBytes int64
 }
 
-// reclaimedWorkloadPod runs the workload image as a batch pod granted g,
-// in the shape the pod webhook stores: the reclaimed requests (== limits),
-// native limits equal to the grant and explicit zero native requests.
+// reclaimedWorkloadPod runs the workload image as a plain batch pod granted
+// g: reclaimed requests equal to limits and nothing native, as a user writes
+// it. The pod webhook must make it enforced.
 func reclaimedWorkloadPod(ns, name, node string, g reclaimedGrant, env ...corev1.EnvVar) *corev1.Pod {
-	cpu := *resource.NewMilliQuantity(g.cpuMilli, resource.DecimalSI)
-	mem := *resource.NewQuantity(g.memBytes, resource.BinarySI)
 	reclaimed := corev1.ResourceList{
 		framework.Names.CPU:    *resource.NewQuantity(g.cpuMilli, resource.DecimalSI),
-		framework.Names.Memory: mem,
+		framework.Names.Memory: *resource.NewQuantity(g.memBytes, resource.BinarySI),
 	}
-	req := reclaimed.DeepCopy()
-	req[corev1.ResourceCPU] = resource.MustParse("0")
-	req[corev1.ResourceMemory] = resource.MustParse("0")
-	lim := reclaimed.DeepCopy()
-	lim[corev1.ResourceCPU] = cpu
-	lim[corev1.ResourceMemory] = mem
-	pod := workloadPod(ns, name, node, corev1.ResourceRequirements{Requests: req, Limits: lim})
+	pod := workloadPod(ns, name, node, corev1.ResourceRequirements{Requests: reclaimed, Limits: reclaimed.DeepCopy()})
 	pod.Labels = map[string]string{"app": "batch"}
 	pod.Spec.Containers[0].Env = env
 	return pod
+}
+
+// podWebhookConfiguration sends exactly the pods that request reclaimed
+// resources to the webhook's pod path, failing closed for them, like the
+// shipped configuration: CREATE of pods, matchConditions on the resource
+// names, failurePolicy Fail.
+func podWebhookConfiguration(port int, caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
+	fail := admissionregistrationv1.Fail
+	none := admissionregistrationv1.SideEffectClassNone
+	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.PodPath)
+	timeout := int32(5)
+	asks := func(list string) string {
+		return fmt.Sprintf("object.spec.%s.exists(c, has(c.resources.requests) && (%q in c.resources.requests || %q in c.resources.requests))",
+			list, framework.Names.CPU, framework.Names.Memory)
+	}
+	return &admissionregistrationv1.MutatingWebhookConfiguration{
+		ObjectMeta: metav1.ObjectMeta{Name: "kube-reclaim-pods"},
+		Webhooks: []admissionregistrationv1.MutatingWebhook{{
+			Name:         "pods.kube-reclaim.io",
+			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
+			Rules: []admissionregistrationv1.RuleWithOperations{{
+				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
+				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
+			}},
+			MatchConditions: []admissionregistrationv1.MatchCondition{{
+				Name:       "requests-reclaimed-resources",
+				Expression: asks("containers") + " || (has(object.spec.initContainers) && " + asks("initContainers") + ")",
+			}},
+			FailurePolicy:           &fail,
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
+		}},
+	}
+}
+
+// installPodWebhook serves the webhook (its pod path) and registers it for
+// reclaimed pods, then waits until the apiserver calls it: a server-side
+// dry run of a reclaimed pod comes back enforced.
+func installPodWebhook(t *testing.T, c *cluster.Cluster, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := c.CA().ServingCert("kube-reclaim-webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	certFile, keyFile, err := kp.Write(dir, "webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Its node path stays unregistered here; the node-status subtests run a
+	// webhook of their own.
+	framework.StartRole(t, c, "webhook-pods", "webhook", fmt.Sprintf("--listen-address=127.0.0.1:%d", port),
+		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile, "--stale-after=1h", "--publisher-lease-name=")
+	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx,
+		podWebhookConfiguration(port, c.CA().CertPEM), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	probe := reclaimedWorkloadPod(ns, "probe", "", reclaimedGrant{cpuMilli: 100, memBytes: 16 << 20})
+	var last error
+	if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
+		p, err := c.Client.CoreV1().Pods(ns).Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err != nil {
+			last = err
+			return false
+		}
+		last = enforcement.Enforced(&p.Spec, framework.Names)
+		return last == nil && p.Spec.Containers[0].Resources.Limits.Cpu().MilliValue() == 100
+	}); !ok {
+		t.Fatalf("the apiserver never sent a reclaimed pod to the pod webhook: %v", last)
+	}
+}
+
+// assertEnforced checks a stored reclaimed pod carries its grant as native
+// limits with explicit zero native requests, and is Burstable.
+func assertEnforced(t *testing.T, p *corev1.Pod, g reclaimedGrant) {
+	t.Helper()
+	res := p.Spec.Containers[0].Resources
+	got := [4]int64{res.Limits.Cpu().MilliValue(), res.Limits.Memory().Value(), res.Requests.Cpu().MilliValue(), res.Requests.Memory().Value()}
+	_, cpuReq := res.Requests[corev1.ResourceCPU]
+	_, memReq := res.Requests[corev1.ResourceMemory]
+	if want := [4]int64{g.cpuMilli, g.memBytes, 0, 0}; got != want || !cpuReq || !memReq {
+		t.Errorf("pod %s stored with native limits cpu %dm memory %d, requests cpu %dm memory %d (explicit: %v/%v); want limits = grant %dm/%d, explicit zero requests",
+			p.Name, got[0], got[1], got[2], got[3], cpuReq, memReq, g.cpuMilli, g.memBytes)
+	}
+	if p.Status.QOSClass != corev1.PodQOSBurstable {
+		t.Errorf("pod %s qosClass %s, want Burstable", p.Name, p.Status.QOSClass)
+	}
 }
 
 // enforcedGrant is the proof of issue 12 on a real kubelet: the grant of a
@@ -69,6 +157,10 @@ func enforcedGrant(t *testing.T, c *cluster.Cluster, rn *cluster.RealNode, ns st
 	v := map[string]any{string(framework.Names.CPU): "4000", string(framework.Names.Memory): strconv.FormatInt(4<<30, 10)}
 	framework.MustPatchNode(t, c, rn.Name, map[string]any{"status": map[string]any{"capacity": v, "allocatable": v}}, "status")
 	t.Cleanup(func() { framework.DeleteAllPods(t, c, ns) })
+	// The batch pods below are written as users write them: only reclaimed
+	// requests. The pod webhook makes them enforced; it stays registered for
+	// the rest of the node's tests.
+	installPodWebhook(t, c, ns)
 
 	// A regular neighbour that must outlive everything the batch pods do.
 	neighbour := workloadPod(ns, "neighbour", rn.Name, corev1.ResourceRequirements{
@@ -85,9 +177,7 @@ func enforcedGrant(t *testing.T, c *cluster.Cluster, rn *cluster.RealNode, ns st
 	cg := containerCgroup(t, rn, burner)
 
 	t.Run("the container cgroup carries the grant as CFS quota and memory limit, and the minimum CPU shares", func(t *testing.T) {
-		if burner.Status.QOSClass != corev1.PodQOSBurstable {
-			t.Errorf("qosClass %s, want Burstable", burner.Status.QOSClass)
-		}
+		assertEnforced(t, burner, burnGrant)
 		want := map[string]int64{
 			filepath.Join(cgroupCPU, cg, "cpu.cfs_quota_us"):                       burnGrant.cpuMilli * cfsPeriodUs / 1000,
 			filepath.Join(cgroupCPU, cg, "cpu.cfs_period_us"):                      cfsPeriodUs,
@@ -178,6 +268,11 @@ func enforcedGrant(t *testing.T, c *cluster.Cluster, rn *cluster.RealNode, ns st
 		})
 		if len(hogStatus) == 0 || hogStatus[0].State.Terminated == nil {
 			t.Fatalf("hog container status %+v, want terminated", hogStatus)
+		}
+		if stored, err := c.Client.CoreV1().Pods(ns).Get(ctx, hog.Name, metav1.GetOptions{}); err != nil {
+			t.Error(err)
+		} else {
+			assertEnforced(t, stored, hogGrant)
 		}
 		term := hogStatus[0].State.Terminated
 		if term.Reason != "OOMKilled" || term.ExitCode != 137 {
