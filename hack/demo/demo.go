@@ -397,10 +397,11 @@ func (d *demo) enforced(ctx context.Context) {
 			if err := enforcement.Enforced(&p.Spec, names); err != nil {
 				verdict = "NOT enforced: " + err.Error()
 			}
-			k := shape{fmt.Sprintf("container %s: native requests cpu=%s memory=%s, native limits cpu=%s memory=%s, reclaimed %s/%s, qosClass %s (%s)",
-				c.Name, quantity(c.Resources.Requests, corev1.ResourceCPU), quantity(c.Resources.Requests, corev1.ResourceMemory),
-				quantity(c.Resources.Limits, corev1.ResourceCPU), quantity(c.Resources.Limits, corev1.ResourceMemory),
-				quantity(c.Resources.Limits, names.CPU), quantity(c.Resources.Limits, names.Memory), p.Status.QOSClass, verdict)}
+			rc, rm := c.Resources.Limits[names.CPU], c.Resources.Limits[names.Memory]
+			k := shape{fmt.Sprintf("container %s: reclaimed %dm/%s -> native requests cpu=%s memory=%s, native limits cpu=%s memory=%s, qosClass %s (%s)",
+				c.Name, rc.Value(), resource.NewQuantity(rm.Value(), resource.BinarySI),
+				quantity(c.Resources.Requests, corev1.ResourceCPU), quantity(c.Resources.Requests, corev1.ResourceMemory),
+				quantity(c.Resources.Limits, corev1.ResourceCPU), quantity(c.Resources.Limits, corev1.ResourceMemory), p.Status.QOSClass, verdict)}
 			if count[k] == 0 {
 				order = append(order, k)
 			}
