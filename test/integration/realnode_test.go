@@ -34,7 +34,8 @@ func TestRealNode(t *testing.T) {
 	}
 	ctx := context.Background()
 	hostBefore := readHostState()
-	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, NoScheduler: true})
+	// metrics-server scrapes the real kubelet for the publisher's room.
+	c := cluster.StartForTest(t, cluster.Options{NoScheduler: true})
 	const nodeName = "real-0"
 	spec := cluster.RealNodeSpec{StatusUpdateFrequency: 5 * time.Second, StatusReportFrequency: 15 * time.Second}
 	rn, err := c.AddRealNode(ctx, nodeName, spec)
@@ -150,6 +151,10 @@ func TestRealNode(t *testing.T) {
 		framework.DeleteAllPods(t, c, ns)
 	})
 
+	t.Run("issue 12: a reclaimed pod gets exactly its grant from kubelet's cgroups", func(t *testing.T) {
+		enforcedGrant(t, c, rn, ns)
+	})
+
 	t.Run("with only kubelet writing, the webhook keeps the reclaimed values through its writes, a restart and a fresh registration", func(t *testing.T) {
 		port, err := cluster.FreePort()
 		if err != nil {
@@ -162,7 +167,9 @@ func TestRealNode(t *testing.T) {
 		if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		const cpu, mem = 2500, 3 << 30
+		// Below the machine's native CPU (2 cores on the smallest machine the
+		// suite runs on): the webhook clamps anything above native allocatable.
+		const cpu, mem = 1500, 3 << 30
 		annotate := func() {
 			framework.SetAnnotation(t, c, nodeName, reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: mem, Policy: "usage", WriteTime: time.Now()})
 		}
@@ -250,6 +257,10 @@ func TestRealNode(t *testing.T) {
 			annotate()
 			assertInjected(t, framework.WaitHeartbeat(t, c, nodeName, time.Now(), statusWrite), cpu, mem)
 		})
+	})
+
+	t.Run("issue 13: a kubelet restart while metrics are gone rejects no running batch pod", func(t *testing.T) {
+		floorSurvivesKubeletRestart(t, c, rn, ns)
 	})
 
 	t.Run("native oversell: kubelet status writes per minute on a plain and an opted-in node", func(t *testing.T) {
