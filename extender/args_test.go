@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unsafe"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
@@ -41,6 +42,11 @@ func TestParseArgs(t *testing.T) {
 		{"full Nodes without NodeNames", `{"Pod":` + podJSON + `,"Nodes":{"items":[{"metadata":{"name":"x"}}]}}`, nil, errNodesGiven},
 		{"a null pod", `{"Pod":null,"NodeNames":["a"]}`, nil, errNoPod},
 		{"no pod", `{}`, nil, errNoPod},
+		{"a null name decodes as encoding/json decodes it", `{"Pod":` + podJSON + `,"NodeNames":["a",null]}`, []string{"a", ""}, nil},
+		{"a missing first element", `{"Pod":` + podJSON + `,"NodeNames":,"a"]}`, nil, errMalformed},
+		{"a control character in a name", `{"Pod":` + podJSON + `,"NodeNames":["a` + "\x01" + `"]}`, nil, errMalformed},
+		{"an object for NodeNames", `{"Pod":` + podJSON + `,"NodeNames":{"a":1}}`, nil, errMalformed},
+		{"a number for a name", `{"Pod":` + podJSON + `,"NodeNames":["a",1]}`, nil, errMalformed},
 		{"a trailing comma", `{"Pod":` + podJSON + `,"NodeNames":["a",]}`, nil, errMalformed},
 		{"a truncated object", `{"Pod":` + podJSON + `,"NodeNames":["a"]`, nil, errMalformed},
 		{"data after the object", `{"Pod":` + podJSON + `,"NodeNames":["a"]} x`, nil, errMalformed},
@@ -109,6 +115,7 @@ func FuzzParseArgs(f *testing.F) {
 		`{"pod":` + podJSON + `,"nodenames":["roomy","roomy","esc\"aped","\u00fc"]}`,
 		`{"Pod":{},"NodeNames":[]}`,
 		`{"Pod":` + podJSON + `,"Nodes":{"items":[{"metadata":{"name":"x"}}]}}`,
+		`{"Pod":{},"NodeNames":,"roomy"]}`, `{"Pod":{},"NodeNames":["roomy",null,"busy"]}`, `{"Pod":{},"NodeNames":["ro\u006fmy"]}`,
 		`{"Pod":null}`, `{"Pod":{"spec":"oops"}}`, `{}`, `[]`, ``, `null`,
 	}
 	for _, s := range seeds {
@@ -212,5 +219,30 @@ func checkAnswer(t *testing.T, verb string, answer []byte, names []string) {
 	}
 	if len(outcome) != len(unique) || passed != len(*fr.NodeNames) {
 		t.Fatalf("filter answer %q names nodes the request %q did not", answer, names)
+	}
+}
+
+// Names the cache knows are handed out as the cache's own strings, not
+// copied from every request; unknown names are copied.
+func TestKnownNodeNamesAreNotCopied(t *testing.T) {
+	f := newFixture(t, fixtureOpts{}, filterCluster()...)
+	s := f.ext.server
+	body := []byte(`{"Pod":` + podJSON + `,"NodeNames":["roomy","ghost","busy"]}`)
+	args, err := decodeArgs(s.argsJSON, body, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := nodeNames(args)
+	if !reflect.DeepEqual(got, []string{"roomy", "ghost", "busy"}) {
+		t.Fatalf("names = %q", got)
+	}
+	s.cache.mu.RLock()
+	defer s.cache.mu.RUnlock()
+	for i, known := range []bool{true, false, true} {
+		e := s.cache.nodes[got[i]]
+		shared := e != nil && unsafe.StringData(e.name) == unsafe.StringData(got[i])
+		if shared != known {
+			t.Errorf("%q: shares the cache's string = %v, want %v", got[i], shared, known)
+		}
 	}
 }

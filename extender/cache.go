@@ -335,12 +335,26 @@ func (c *nodeCache) states(names []string, out []nodeState) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	for i, name := range names {
-		out[i] = c.stateLocked(name, now, nowNs, alive)
+		out[i] = c.stateLocked(c.nodes[name], now, nowNs, alive)
 	}
 }
 
-func (c *nodeCache) stateLocked(name string, now time.Time, nowNs int64, alive bool) nodeState {
-	e := c.nodes[name]
+// statesOf is states for entries the caller looked up earlier (nil for
+// names the cache did not have). An entry dropped from the cache since is
+// no longer known, so it answers as an unknown node: never more room than a
+// fresh lookup would find.
+func (c *nodeCache) statesOf(entries []*nodeEntry, out []nodeState) {
+	now := c.now()
+	nowNs := now.UnixNano()
+	alive := c.alive(now)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	for i, e := range entries {
+		out[i] = c.stateLocked(e, now, nowNs, alive)
+	}
+}
+
+func (c *nodeCache) stateLocked(e *nodeEntry, now time.Time, nowNs int64, alive bool) nodeState {
 	if e == nil || !e.known {
 		return nodeState{}
 	}
@@ -379,7 +393,7 @@ func (c *nodeCache) assume(uid types.UID, pod, node string, req reclaimable.Reso
 	if old, ok := c.assumed[uid]; ok {
 		c.dropLocked(old)
 	}
-	st := c.stateLocked(node, now, now.UnixNano(), alive)
+	st := c.stateLocked(c.nodes[node], now, now.UnixNano(), alive)
 	if reason, msg := fit(st, req); reason != "" {
 		return nil, &conflict{reason: reason, message: msg}
 	}

@@ -5,7 +5,8 @@
 // of truth.
 //
 // Free room on a node is the published reclaimable annotation (zero when
-// stale, see reclaimable.Judge) minus the reclaimed requests of the
+// stale, see reclaimable.Judge; never above the node's native allocatable)
+// minus the reclaimed requests of the
 // non-terminal pods bound there minus the pods this extender bound that the
 // informer has not shown bound yet (assumptions). Bind checks the room and
 // records the assumption under one lock before creating the Binding, so

@@ -101,7 +101,10 @@ type request struct {
 	// The decoded NodeNames and the answer's slices and map, reused: at
 	// 5000 names they are most of a call's garbage, and garbage collection
 	// against the pod cache is what sets the p99.
-	names    []string
+	names []string
+	// entries are the cache entries of names (nil for unknown names), as
+	// nodeNamesDecoder found them; empty when the body went to encoding/json.
+	entries  []*nodeEntry
 	passed   []string
 	failed   extenderv1.FailedNodesMap
 	priority extenderv1.HostPriorityList
@@ -127,6 +130,8 @@ func putRequest(rq *request) {
 	}
 	// The names are the request's strings: let them go with it.
 	clear(rq.names[:cap(rq.names)])
+	clear(rq.entries[:cap(rq.entries)])
+	rq.entries = rq.entries[:0]
 	clear(rq.passed[:cap(rq.passed)])
 	clear(rq.failed)
 	clear(rq.priority[:cap(rq.priority)])
@@ -209,14 +214,23 @@ func parseArgs(body []byte) (*extenderv1.ExtenderArgs, error) {
 	return decodeArgs(plainArgsJSON, body, nil)
 }
 
-// decodeArgs is parseArgs with api, decoding NodeNames into names' backing
-// array so that a filter call does not regrow a 5000-name slice from nothing.
-func decodeArgs(api jsoniter.API, body []byte, names []string) (*extenderv1.ExtenderArgs, error) {
+// decodeArgs is parseArgs with api and, unless nil, rq: NodeNames are
+// decoded into rq's names array, so that a filter call does not regrow a
+// 5000-name slice from nothing, and their cache entries into rq.entries.
+func decodeArgs(api jsoniter.API, body []byte, rq *request) (*extenderv1.ExtenderArgs, error) {
 	args := &extenderv1.ExtenderArgs{}
+	var names []string
+	if rq != nil {
+		names = rq.names
+		rq.entries = rq.entries[:0]
+	}
 	// nodeNamesDecoder replaces this pointer when NodeNames is present.
 	absent := &names
 	args.NodeNames = absent
-	if !utf8.Valid(body) || api.Unmarshal(body, args) != nil {
+	if !utf8.Valid(body) || !unmarshal(api, body, args, rq) {
+		if rq != nil {
+			rq.entries = rq.entries[:0] // they may be of a half-read body
+		}
 		args = &extenderv1.ExtenderArgs{}
 		if err := json.Unmarshal(body, args); err != nil {
 			return nil, err
@@ -245,7 +259,7 @@ func (s *server) serveArgs(verb string, respond func(args *extenderv1.ExtenderAr
 			return
 		}
 		defer putRequest(rq)
-		args, err := decodeArgs(s.argsJSON, rq.body.Bytes(), rq.names)
+		args, err := decodeArgs(s.argsJSON, rq.body.Bytes(), rq)
 		if err == nil && args.NodeNames != nil {
 			rq.names = *args.NodeNames
 		}
@@ -268,7 +282,11 @@ func (s *server) nodeStates(names []string, rq *request) []nodeState {
 		rq.states = make([]nodeState, len(names))
 	}
 	st := rq.states[:len(names)]
-	s.cache.states(names, st)
+	if len(rq.entries) == len(names) {
+		s.cache.statesOf(rq.entries, st)
+	} else {
+		s.cache.states(names, st)
+	}
 	return st
 }
 

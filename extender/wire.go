@@ -2,6 +2,7 @@ package extender
 
 import (
 	"bytes"
+	"io"
 	"reflect"
 	"unsafe"
 
@@ -14,18 +15,20 @@ import (
 // call carries up to thousands of node names.
 //
 //   - Decoding: ExtenderArgs.NodeNames is read by nodeNamesDecoder, which
-//     hands out the cache's own copy of each known name instead of a new
-//     string per name and call (the scheduler sends the same names on every
-//     call), and appends into the request's reused slice.
-//   - Encoding: map keys (FailedNodes) are not sorted. kube-scheduler reads
-//     the answer into a map, so the order carries nothing, and sorting
-//     thousands of keys was most of an answer's cost.
+//     looks each name up in the node cache once: it hands out the cache's
+//     own copy of a known name instead of a new string per name and call
+//     (the scheduler sends the same names on every call), and keeps the
+//     node's cache entry for the verb, which then needs no second lookup.
+//   - Encoding: map keys (FailedNodes) are not sorted, and <, > and & are
+//     not escaped. kube-scheduler reads the answer into a map, so the order
+//     carries nothing, and sorting thousands of keys was most of an answer's
+//     cost; the HTML escapes only matter for JSON pasted into HTML.
 
 // argsConfig is json-iterator's encoding/json-compatible configuration.
 var argsConfig = jsoniter.Config{EscapeHTML: true, SortMapKeys: true, ValidateJsonRawMessage: true}
 
 // answerJSON encodes the answers.
-var answerJSON = jsoniter.Config{EscapeHTML: true, ValidateJsonRawMessage: true}.Froze()
+var answerJSON = jsoniter.Config{ValidateJsonRawMessage: true}.Froze()
 
 // plainArgsJSON decodes ExtenderArgs without a cache to intern names from
 // (parseArgs, the fuzz target's entry).
@@ -59,7 +62,9 @@ func (e *nodeNamesExtension) UpdateStructDescriptor(sd *jsoniter.StructDescripto
 
 // nodeNamesDecoder decodes a JSON array of strings (or null) into a
 // *[]string field. Names are taken in place from the body and looked up in
-// the cache; only a name the cache does not know is copied. A name with an
+// the cache; only a name the cache does not know is copied. When the
+// iterator's Attachment is a *request, the entry of each name (nil when
+// unknown) is appended to its entries, in order. A name with an
 // escape sequence or a control character is refused, which sends the whole
 // body to encoding/json (see decodeArgs): node names never contain them,
 // and encoding/json then decides exactly as kube-scheduler's encoder meant.
@@ -87,6 +92,10 @@ func (d *nodeNamesDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
 	if *field != nil && **field != nil {
 		names = (**field)[:0]
 	}
+	rq, _ := iter.Attachment.(*request)
+	if rq != nil {
+		rq.entries = rq.entries[:0]
+	}
 	if d.cache != nil {
 		d.cache.mu.RLock()
 		defer d.cache.mu.RUnlock()
@@ -104,7 +113,11 @@ func (d *nodeNamesDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
 			iter.ReportError("decode NodeNames", "escaped or control characters in a name")
 			return
 		}
-		names = append(names, d.name(b))
+		name, e := d.lookup(b)
+		names = append(names, name)
+		if rq != nil {
+			rq.entries = append(rq.entries, e)
+		}
 	}
 	if iter.Error != nil {
 		return
@@ -112,15 +125,30 @@ func (d *nodeNamesDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
 	*field = &names
 }
 
-// name returns the cache's copy of the name in b, or a new string. Caller
-// holds the cache's read lock.
-func (d *nodeNamesDecoder) name(b []byte) string {
+// lookup returns the name in b and its cache entry: the entry's copy of the
+// name, or a new string when the cache has no entry. Caller holds the
+// cache's read lock.
+func (d *nodeNamesDecoder) lookup(b []byte) (string, *nodeEntry) {
 	if d.cache != nil {
 		if e := d.cache.nodes[string(b)]; e != nil { // no allocation: the compiler looks up b in place
-			return e.name
+			return e.name, e
 		}
 	}
-	return string(b)
+	return string(b), nil
+}
+
+// unmarshal is api.Unmarshal with attachment set on the iterator: v is
+// decoded and nothing but white space may follow it.
+func unmarshal(api jsoniter.API, body []byte, v any, attachment any) bool {
+	iter := api.BorrowIterator(body)
+	defer api.ReturnIterator(iter)
+	iter.Attachment = attachment
+	iter.ReadVal(v)
+	if iter.Error != nil {
+		return false
+	}
+	iter.WhatIsNext() // sets io.EOF when only white space is left
+	return iter.Error == io.EOF
 }
 
 // plainString reports whether b, the raw bytes between two quotes, is the
