@@ -243,10 +243,15 @@ func TestKubectlReclaimSimulate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, errOut, code := run(c.Kubeconfig(), "--from-cluster", "--metrics-stale-after=30s")
-		t.Logf("kubectl reclaim simulate --from-cluster:\n%s%s", out, errOut)
+		// A short sampling run: a progress line per reading (stderr is not
+		// a terminal), and the output says how many readings it used.
+		out, errOut, code := run(c.Kubeconfig(), "--from-cluster", "--metrics-stale-after=30s", "--duration=10s", "--interval=5s")
+		t.Logf("kubectl reclaim simulate --from-cluster --duration=10s --interval=5s:\n%s%s", errOut, out)
 		if code != 0 {
 			t.Fatalf("exit %d", code)
+		}
+		if !strings.Contains(errOut, "sample 1/3") || !strings.Contains(errOut, "sample 3/3") || !strings.Contains(out, "3 samples over 10s") {
+			t.Errorf("no progress line per sample, or the output does not say how many readings it used")
 		}
 		r := report(t, c.Kubeconfig(), "--from-cluster", "--metrics-stale-after=30s", "--compare", larger)
 		after, err := framework.Views(ctx, c, nodes, 10*time.Minute)
