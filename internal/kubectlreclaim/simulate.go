@@ -105,7 +105,7 @@ simulate NODE shows every term of the formula for that node, as explain does.`,
 	fs := cmd.Flags()
 	// -f is the policy file; kubectl's -f (filename) has no meaning here.
 	fs.StringVarP(&s.PolicyFile, "filename", "f", s.PolicyFile, "Policy file (the publisher's --config format). Default: the built-in default policy.")
-	fs.BoolVar(&s.FromCluster, "from-cluster", s.FromCluster, "Use the policy installed in the cluster (--config-map) when there is one, the built-in default otherwise.")
+	fs.BoolVar(&s.FromCluster, "from-cluster", s.FromCluster, "Use the policy installed in the cluster (--config-map; needs get on that ConfigMap) when there is one, the built-in default otherwise.")
 	fs.StringVar(&s.ConfigMap, "config-map", s.ConfigMap, "namespace/name of the installed policy ConfigMap (key "+policyConfigMapKey+"), read with --from-cluster.")
 	fs.StringVar(&s.CompareFile, "compare", s.CompareFile, "A second policy file, evaluated on the same input and shown beside the first.")
 	fs.DurationVar(&s.Duration, "duration", s.Duration, "Sample usage for this long before evaluating (e.g. 5m); 0 reads usage once.")

@@ -385,6 +385,12 @@ func TestSimulateSortsAndSelects(t *testing.T) {
 	if r := simulate(t, w, "-l", "pool=none"); r.err == nil || !strings.Contains(r.err.Error(), "no nodes") {
 		t.Errorf("empty selection: %v", r.err)
 	}
+	if r := simulate(t, w, "-o", "yaml"); r.err != nil || !strings.Contains(r.out, "kind: Simulation") || !strings.Contains(r.out, "podsFit:") {
+		t.Errorf("-o yaml: %v\n%s", r.err, r.out)
+	}
+	if r := simulate(t, w, "-o", "wide", "--no-headers"); r.err != nil || !strings.Contains(r.out, "usage") || strings.Contains(r.out, "NAME") {
+		t.Errorf("-o wide --no-headers: %v\n%s", r.err, r.out)
+	}
 }
 
 func TestPodShape(t *testing.T) {

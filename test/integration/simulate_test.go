@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
-	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/kubectlreclaim"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -216,7 +215,18 @@ func TestKubectlReclaimSimulate(t *testing.T) {
 			defer wg.Done()
 			for {
 				if l, err := c.Metrics.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{}); err == nil {
-					moved.add(l.Items)
+					for i := range l.Items {
+						moved.add(l.Items[i].Name, l.Items[i].Usage)
+					}
+				}
+				if l, err := c.Metrics.MetricsV1beta1().PodMetricses("default").List(ctx, metav1.ListOptions{}); err == nil {
+					for i := range l.Items {
+						var u corev1.ResourceList
+						if len(l.Items[i].Containers) == 1 {
+							u = l.Items[i].Containers[0].Usage
+						}
+						moved.add("default/"+l.Items[i].Name, u)
+					}
 				}
 				select {
 				case <-stop:
@@ -243,10 +253,15 @@ func TestKubectlReclaimSimulate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, errOut, code := run(c.Kubeconfig(), "--from-cluster", "--metrics-stale-after=30s")
-		t.Logf("kubectl reclaim simulate --from-cluster:\n%s%s", out, errOut)
+		// A short sampling run: a progress line per reading (stderr is not
+		// a terminal), and the output says how many readings it used.
+		out, errOut, code := run(c.Kubeconfig(), "--from-cluster", "--metrics-stale-after=30s", "--duration=10s", "--interval=5s")
+		t.Logf("kubectl reclaim simulate --from-cluster --duration=10s --interval=5s:\n%s%s", errOut, out)
 		if code != 0 {
 			t.Fatalf("exit %d", code)
+		}
+		if !strings.Contains(errOut, "sample 1/3") || !strings.Contains(errOut, "sample 3/3") || !strings.Contains(out, "3 samples over 10s") {
+			t.Errorf("no progress line per sample, or the output does not say how many readings it used")
 		}
 		r := report(t, c.Kubeconfig(), "--from-cluster", "--metrics-stale-after=30s", "--compare", larger)
 		after, err := framework.Views(ctx, c, nodes, 10*time.Minute)
@@ -277,8 +292,14 @@ func TestKubectlReclaimSimulate(t *testing.T) {
 			}
 			dCPU := diff(func(r reclaimable.Resources) int64 { return r.CPUMilli })
 			dMem := diff(func(r reclaimable.Resources) int64 { return r.MemoryBytes })
+			// Regular usage is the node's minus its reclaimed pod's: both
+			// may move.
 			tolCPU, tolMem := moved.spread(it.Name)
-			t.Logf("node %s: simulated %s/%d, published %+v, difference cpu %dm memory %d B; node usage moved by cpu %dm memory %d B",
+			if it.Name == nodes[2] {
+				podCPU, podMem := moved.spread("default/sim-rec-2")
+				tolCPU, tolMem = tolCPU+podCPU, tolMem+podMem
+			}
+			t.Logf("node %s: simulated %s/%d, published %+v, difference cpu %dm memory %d B; regular usage moved by up to cpu %dm memory %d B",
 				it.Name, kubectlreclaim.FormatCPU(it.Reclaimable.CPUMilli), it.Reclaimable.MemoryBytes, after[it.Name].Ann.Values(), dCPU, dMem, tolCPU, tolMem)
 			if dCPU < 0 || dCPU > tolCPU || dMem > tolMem {
 				t.Errorf("node %s: simulate differs from the published value by cpu %dm memory %d B, more than the usage moved (cpu %dm, memory %d B)",
@@ -423,7 +444,8 @@ func readOnlyUser(t *testing.T, c *cluster.Cluster) (kubernetes.Interface, strin
 	return client, path
 }
 
-// usageSpread keeps, per node, the range of the usage readings seen.
+// usageSpread keeps, per node or pod ("namespace/name"), the range of the
+// usage readings seen.
 type usageSpread struct {
 	mu             sync.Mutex
 	minCPU, maxCPU map[string]int64
@@ -434,24 +456,23 @@ func newUsageSpread() *usageSpread {
 	return &usageSpread{minCPU: map[string]int64{}, maxCPU: map[string]int64{}, minMem: map[string]int64{}, maxMem: map[string]int64{}}
 }
 
-func (s *usageSpread) add(items []metricsv1beta1.NodeMetrics) {
+func (s *usageSpread) add(name string, usage corev1.ResourceList) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i := range items {
-		n, cpu, mem := items[i].Name, items[i].Usage.Cpu().MilliValue(), items[i].Usage.Memory().Value()
-		if _, ok := s.minCPU[n]; !ok {
-			s.minCPU[n], s.maxCPU[n], s.minMem[n], s.maxMem[n] = cpu, cpu, mem, mem
-		}
-		s.minCPU[n], s.maxCPU[n] = min(s.minCPU[n], cpu), max(s.maxCPU[n], cpu)
-		s.minMem[n], s.maxMem[n] = min(s.minMem[n], mem), max(s.maxMem[n], mem)
+	cpu, mem := usage.Cpu().MilliValue(), usage.Memory().Value()
+	if _, ok := s.minCPU[name]; !ok {
+		s.minCPU[name], s.maxCPU[name], s.minMem[name], s.maxMem[name] = cpu, cpu, mem, mem
 	}
+	s.minCPU[name], s.maxCPU[name] = min(s.minCPU[name], cpu), max(s.maxCPU[name], cpu)
+	s.minMem[name], s.maxMem[name] = min(s.minMem[name], mem), max(s.maxMem[name], mem)
 }
 
-// spread is how far the node's cpu and memory usage moved across the readings.
-func (s *usageSpread) spread(node string) (cpu, mem int64) {
+// spread is how far the cpu and memory usage of a node or pod moved across
+// the readings.
+func (s *usageSpread) spread(name string) (cpu, mem int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.maxCPU[node] - s.minCPU[node], s.maxMem[node] - s.minMem[node]
+	return s.maxCPU[name] - s.minCPU[name], s.maxMem[name] - s.minMem[name]
 }
 
 func abs(x int64) int64 {
