@@ -59,6 +59,7 @@ func (r *NodeReport) DeepCopy() *NodeReport {
 	if r.Annotation != nil {
 		a := *r.Annotation
 		a.MetricsTime = copyTime(r.Annotation.MetricsTime)
+		a.Held = copyRequest(r.Annotation.Held)
 		c.Annotation = &a
 	}
 	return &c
@@ -93,6 +94,7 @@ func (r *ExplainReport) DeepCopyObject() runtime.Object {
 	c.Evaluated = copyRequest(r.Evaluated)
 	if r.Annotation != nil {
 		a := *r.Annotation
+		a.Held = copyRequest(r.Annotation.Held)
 		if e := r.Annotation.Explanation; e != nil {
 			a.Explanation = &reclaimable.Explanation{
 				CPU:    reclaimable.ResourceExplanation{Terms: slices.Clone(e.CPU.Terms), Result: e.CPU.Result},

@@ -21,14 +21,20 @@ import (
 // NodeReport is one node of `kubectl reclaim nodes`.
 type NodeReport struct {
 	Name string `json:"name"`
-	// Published is what the webhook and the extender count on now: the
-	// annotation's values when it is fresh, zero otherwise.
-	Published reclaimable.Resources `json:"published"`
-	// Requested is the sum of the reclaimed requests of the node's
-	// non-terminal pods.
-	Requested reclaimable.Resources `json:"requested"`
-	// Free is Published - Requested; negative when the node is over-booked
-	// (published values went down after pods were bound).
+	// Room is what the extender schedules against now: the annotation's
+	// values when it is fresh, zero otherwise.
+	Room reclaimable.Resources `json:"room"`
+	// Held is the sum of the reclaimed requests of the node's non-terminal
+	// pods.
+	Held reclaimable.Resources `json:"held"`
+	// Floor is the status value the rule asks for, per resource
+	// max(Room, Held): what kubelet admits against, never below what the
+	// running reclaimed pods hold (see docs/design.md#two-numbers-per-node).
+	Floor reclaimable.Resources `json:"floor"`
+	// OverRoom is true when Held exceeds Room in either resource: the node's
+	// reclaimed pods hold more than it can offer now.
+	OverRoom bool `json:"overRoom"`
+	// Free is Room - Held; negative when the node is over room.
 	Free reclaimable.Resources `json:"free"`
 	// ReclaimedPods is the number of non-terminal pods requesting reclaimed
 	// resources on the node.
@@ -56,6 +62,9 @@ type AnnotationReport struct {
 	MetricsTime *time.Time `json:"metricsTime,omitempty"`
 	WriteTime   time.Time  `json:"writeTime"`
 	ZeroReason  string     `json:"zeroReason,omitempty"`
+	// Held is what the annotation says reclaimed pods held when it was
+	// written; absent when it does not say.
+	Held *reclaimable.Resources `json:"held,omitempty"`
 }
 
 // NodeList is the json/yaml document of `kubectl reclaim nodes`.
@@ -87,8 +96,9 @@ func buildNodeReport(node *corev1.Node, names reclaimable.Names, requested recla
 	f := judge(value, present, now, staleAfter, lease)
 	r := NodeReport{
 		Name:          node.Name,
-		Published:     f.Values,
-		Requested:     requested,
+		Room:          f.Values,
+		Held:          requested,
+		Floor:         f.Values.Max(requested),
 		ReclaimedPods: pods,
 		Fresh:         f.Fresh,
 		StaleReason:   f.Reason,
@@ -96,10 +106,11 @@ func buildNodeReport(node *corev1.Node, names reclaimable.Names, requested recla
 		Capacity:      statusResources(node.Status.Capacity, names),
 		Allocatable:   statusResources(node.Status.Allocatable, names),
 	}
-	r.Free = reclaimable.Resources{CPUMilli: r.Published.CPUMilli - r.Requested.CPUMilli, MemoryBytes: r.Published.MemoryBytes - r.Requested.MemoryBytes}
+	r.Free = reclaimable.Resources{CPUMilli: r.Room.CPUMilli - r.Held.CPUMilli, MemoryBytes: r.Room.MemoryBytes - r.Held.MemoryBytes}
+	r.OverRoom = r.Free.CPUMilli < 0 || r.Free.MemoryBytes < 0
 	if a := f.Annotation; a != nil {
 		r.Annotation = &AnnotationReport{Resources: reclaimable.Resources{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes},
-			Policy: a.Policy, Pool: a.Pool, WriteTime: a.WriteTime, ZeroReason: a.ZeroReason}
+			Policy: a.Policy, Pool: a.Pool, WriteTime: a.WriteTime, ZeroReason: a.ZeroReason, Held: a.Held}
 		if !a.MetricsTime.IsZero() {
 			t := a.MetricsTime
 			r.Annotation.MetricsTime = &t
@@ -124,15 +135,21 @@ func quantity(l corev1.ResourceList, name corev1.ResourceName) int64 {
 }
 
 // status is the STATUS cell: Fresh, Zero: <why the publisher published
-// zero>, or Stale: <why the value is not trusted>.
+// zero>, or Stale: <why the value is not trusted>, followed by ",OverRoom"
+// (like kubectl's "Ready,SchedulingDisabled") when pods hold more than the
+// room.
 func (r *NodeReport) status() string {
+	s := "Fresh"
 	switch {
 	case !r.Fresh:
-		return "Stale: " + r.StaleReason
+		s = "Stale: " + r.StaleReason
 	case r.Annotation != nil && r.Annotation.ZeroReason != "":
-		return "Zero: " + r.Annotation.ZeroReason
+		s = "Zero: " + r.Annotation.ZeroReason
 	}
-	return "Fresh"
+	if r.OverRoom {
+		s += ",OverRoom"
+	}
+	return s
 }
 
 func (r *NodeReport) policy() string {
@@ -148,13 +165,13 @@ func (r *NodeReport) policy() string {
 // Sort keys of --sort-by. name sorts ascending; every other key sorts
 // largest first (like kubectl top), ties by name, rows without the value last.
 var nodeSortKeys = map[string]func(*NodeReport) (int64, bool){
-	"published-cpu":    func(r *NodeReport) (int64, bool) { return r.Published.CPUMilli, true },
-	"published-memory": func(r *NodeReport) (int64, bool) { return r.Published.MemoryBytes, true },
-	"requested-cpu":    func(r *NodeReport) (int64, bool) { return r.Requested.CPUMilli, true },
-	"requested-memory": func(r *NodeReport) (int64, bool) { return r.Requested.MemoryBytes, true },
-	"free-cpu":         func(r *NodeReport) (int64, bool) { return r.Free.CPUMilli, true },
-	"free-memory":      func(r *NodeReport) (int64, bool) { return r.Free.MemoryBytes, true },
-	"pods":             func(r *NodeReport) (int64, bool) { return int64(r.ReclaimedPods), true },
+	"room-cpu":    func(r *NodeReport) (int64, bool) { return r.Room.CPUMilli, true },
+	"room-memory": func(r *NodeReport) (int64, bool) { return r.Room.MemoryBytes, true },
+	"held-cpu":    func(r *NodeReport) (int64, bool) { return r.Held.CPUMilli, true },
+	"held-memory": func(r *NodeReport) (int64, bool) { return r.Held.MemoryBytes, true },
+	"free-cpu":    func(r *NodeReport) (int64, bool) { return r.Free.CPUMilli, true },
+	"free-memory": func(r *NodeReport) (int64, bool) { return r.Free.MemoryBytes, true },
+	"pods":        func(r *NodeReport) (int64, bool) { return int64(r.ReclaimedPods), true },
 	"usage-cpu": func(r *NodeReport) (int64, bool) {
 		if r.Usage == nil {
 			return 0, false
@@ -221,15 +238,17 @@ func sortNodes(rows []NodeReport, key string) error {
 // the values were computed from and of the current metrics.k8s.io sample.
 var nodeColumns = []metav1.TableColumnDefinition{
 	{Name: "Name", Type: "string", Format: "name", Description: "Name of the node."},
-	{Name: "Published", Type: "string", Description: "Reclaimed cpu/memory the webhook and the extender count on: the annotation's values when fresh, 0/0 otherwise."},
-	{Name: "Requested", Type: "string", Description: "Reclaimed cpu/memory requested by the node's non-terminal pods."},
-	{Name: "Free", Type: "string", Description: "Published minus requested; negative when the node is over-booked."},
+	{Name: "Room", Type: "string", Description: "Reclaimed cpu/memory the extender schedules against: the annotation's values when fresh, 0/0 otherwise."},
+	{Name: "Held", Type: "string", Description: "Reclaimed cpu/memory requested by the node's non-terminal pods."},
+	{Name: "Floor", Type: "string", Description: "Status value kubelet admits against: per resource max(room, held), never below what running pods hold."},
+	{Name: "Free", Type: "string", Description: "Room minus held; negative when the node is over room."},
 	{Name: "Usage", Type: "string", Description: "Node usage from metrics.k8s.io; - when unavailable."},
 	{Name: "Pods", Type: "integer", Description: "Non-terminal pods requesting reclaimed resources on the node."},
 	{Name: "Policy", Type: "string", Description: "Policy (and pool) that computed the annotation."},
-	{Name: "Status", Type: "string", Description: "Fresh, Zero: <why the publisher published zero> or Stale: <why the values count as zero>."},
+	{Name: "Status", Type: "string", Description: "Fresh, Zero: <why the publisher published zero> or Stale: <why the room counts as zero>; \",OverRoom\" when held exceeds the room."},
 	{Name: "Age", Type: "string", Description: "Time since the publisher wrote the annotation."},
 	{Name: "Annotated", Type: "string", Priority: 1, Description: "Values in the annotation, whether fresh or not."},
+	{Name: "Annotated-Held", Type: "string", Priority: 1, Description: "What the annotation says reclaimed pods held when it was written; the webhook's floor."},
 	{Name: "Capacity", Type: "string", Priority: 1, Description: "Reclaimed resources in status.capacity."},
 	{Name: "Allocatable", Type: "string", Priority: 1, Description: "Reclaimed resources in status.allocatable."},
 	{Name: "Metrics-Age", Type: "string", Priority: 1, Description: "Age of the usage sample the annotation was computed from."},
@@ -246,18 +265,21 @@ func nodesTable(list *NodeList) *metav1.Table {
 			usage = pair(*r.Usage)
 			usageAge = age(list.Time, *r.UsageTime)
 		}
-		writeAge, annotated, metricsAge := "<none>", "<none>", "<none>"
+		writeAge, annotated, annotatedHeld, metricsAge := "<none>", "<none>", "<none>", "<none>"
 		if a := r.Annotation; a != nil {
 			writeAge = age(list.Time, a.WriteTime)
 			annotated = pair(a.Resources)
+			if a.Held != nil {
+				annotatedHeld = pair(*a.Held)
+			}
 			if a.MetricsTime != nil {
 				metricsAge = age(list.Time, *a.MetricsTime)
 			}
 		}
 		t.Rows = append(t.Rows, metav1.TableRow{
-			Cells: []any{r.Name, pair(r.Published), pair(r.Requested), pair(r.Free), usage,
+			Cells: []any{r.Name, pair(r.Room), pair(r.Held), pair(r.Floor), pair(r.Free), usage,
 				int64(r.ReclaimedPods), r.policy(), r.status(), writeAge,
-				annotated, pair(r.Capacity), pair(r.Allocatable), metricsAge, usageAge},
+				annotated, annotatedHeld, pair(r.Capacity), pair(r.Allocatable), metricsAge, usageAge},
 			Object: rowObject("Node", "", r.Name),
 		})
 	}
@@ -279,19 +301,25 @@ func newNodesCommand(o *Options) *cobra.Command {
 	n := &NodesOptions{Options: o, freshnessFlags: defaultFreshness(), output: newOutputFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "nodes [NAME...]",
-		Short: "Published, requested and free reclaimed CPU/memory of every node",
-		Long: `Shows, per node, the reclaimed CPU/memory the publisher publishes (zero when the
-annotation is stale, with the reason in STATUS), the reclaimed requests of the
-pods on the node, what is left free (negative when the node is over-booked),
-the node usage from metrics.k8s.io ("-" when that API is unavailable), the
-policy and pool, and the age of the annotation.
+		Short: "Room, held, floor and free reclaimed CPU/memory of every node",
+		Long: `Shows, per node, two numbers kept apart:
+
+  ROOM   what the extender schedules new reclaimed pods against: the published
+         values, zero when the annotation is stale (the reason is in STATUS);
+  FLOOR  what the node status carries and kubelet admits against: per resource
+         max(ROOM, HELD), so a kubelet restart never rejects running pods;
+
+with HELD the reclaimed requests of the pods on the node, FREE = ROOM - HELD
+(negative when the node is over room), the node usage from metrics.k8s.io
+("-" when that API is unavailable), the policy and pool, and the age of the
+annotation.
 
 STATUS is Fresh, "Zero: <reason>" when the publisher published zero on purpose
 (metrics-stale, no-samples, invalid-settings), or "Stale: <reason>" when the
-webhook and the extender count the node as zero (annotation-missing,
+webhook and the extender count the room as zero (annotation-missing,
 annotation-malformed, annotation-too-old, annotation-from-future, and
 publisher-lease-expired when the publisher's leader Lease was not renewed for
-two lease durations).`,
+two lease durations), followed by ",OverRoom" when HELD exceeds ROOM.`,
 		Example: `  kubectl reclaim nodes
   kubectl reclaim nodes -l node-pool=batch --sort-by free-cpu
   kubectl reclaim nodes -o wide

@@ -21,7 +21,9 @@ import (
 //     policy in pool batch, one running reclaimed pod of 1 core / 1Gi (plus a
 //     finished one and a regular pod, which do not count), usage 5200m / 20Gi;
 //   - node-b: written 25m ago (stale), 4 cores / 8Gi by the request policy,
-//     one running reclaimed pod of 500m / 512Mi: free is negative;
+//     one running reclaimed pod of 500m / 512Mi, which the annotation says it
+//     held: the room is zero, the floor what is held, free is negative and
+//     the node is over room;
 //   - node-c: no annotation;
 //   - node-d: fresh, zero on purpose because metrics were stale.
 func fourNodes() world {
@@ -30,7 +32,7 @@ func fourNodes() world {
 		reclaimable.Resources{CPUMilli: 4900, MemoryBytes: 17824114278})
 	a.Labels["pool"] = "batch"
 	b := annotated("node-b", reclaimable.Annotation{CPUMilli: 4000, MemoryBytes: 8 * gib, Policy: "request",
-		WriteTime: now.Add(-25 * time.Minute), Explanation: requestExplanation()},
+		WriteTime: now.Add(-25 * time.Minute), Explanation: requestExplanation(), Held: &reclaimable.Resources{CPUMilli: 500, MemoryBytes: 512 << 20}},
 		reclaimable.Resources{CPUMilli: 4000, MemoryBytes: 8 * gib})
 	c := bareNode("node-c")
 	d := annotated("node-d", reclaimable.Annotation{Policy: "usage", ZeroReason: policy.ZeroReasonStale,
@@ -71,17 +73,17 @@ func staleMetricsExplanation() *reclaimable.Explanation {
 	return &reclaimable.Explanation{CPU: reclaimable.ResourceExplanation{Terms: t}, Memory: reclaimable.ResourceExplanation{Terms: t}}
 }
 
-func TestNodesTableShowsPublishedRequestedFreeUsagePolicyStatusAndAge(t *testing.T) {
+func TestNodesTableShowsRoomHeldFloorFreeUsagePolicyStatusAndAge(t *testing.T) {
 	out, errOut, err := run(t, fourNodes(), "nodes")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAME     PUBLISHED      REQUESTED    FREE           USAGE        PODS   POLICY               STATUS                      AGE\n" +
-		"node-a   4900m/16.6Gi   1/1Gi        3900m/15.6Gi   5200m/20Gi   1      usage (pool batch)   Fresh                       30s\n" +
-		"node-b   0/0            500m/512Mi   -500m/-512Mi   -            1      request              Stale: annotation-too-old   25m\n" +
-		"node-c   0/0            0/0          0/0            -            0      <none>               Stale: annotation-missing   <none>\n" +
-		"node-d   0/0            0/0          0/0            -            0      usage                Zero: metrics-stale         60s\n"
+		"NAME     ROOM           HELD         FLOOR          FREE           USAGE        PODS   POLICY               STATUS                               AGE\n" +
+		"node-a   4900m/16.6Gi   1/1Gi        4900m/16.6Gi   3900m/15.6Gi   5200m/20Gi   1      usage (pool batch)   Fresh                                30s\n" +
+		"node-b   0/0            500m/512Mi   500m/512Mi     -500m/-512Mi   -            1      request              Stale: annotation-too-old,OverRoom   25m\n" +
+		"node-c   0/0            0/0          0/0            0/0            -            0      <none>               Stale: annotation-missing            <none>\n" +
+		"node-d   0/0            0/0          0/0            0/0            -            0      usage                Zero: metrics-stale                  60s\n"
 	if out != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out, want)
 	}
@@ -98,9 +100,9 @@ func TestNodesWideAddsAnnotatedStatusValuesAndSampleAges(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAME     PUBLISHED      REQUESTED   FREE           USAGE        PODS   POLICY               STATUS                      AGE   ANNOTATED      CAPACITY       ALLOCATABLE    METRICS-AGE   USAGE-AGE\n" +
-		"node-a   4900m/16.6Gi   0/0         4900m/16.6Gi   5200m/20Gi   0      usage (pool batch)   Fresh                       30s   4900m/16.6Gi   4900m/16.6Gi   4900m/16.6Gi   45s           10s\n" +
-		"node-b   0/0            0/0         0/0            -            0      request              Stale: annotation-too-old   25m   4/8Gi          4/8Gi          4/8Gi          <none>        -\n"
+		"NAME     ROOM           HELD   FLOOR          FREE           USAGE        PODS   POLICY               STATUS                      AGE   ANNOTATED      ANNOTATED-HELD   CAPACITY       ALLOCATABLE    METRICS-AGE   USAGE-AGE\n" +
+		"node-a   4900m/16.6Gi   0/0    4900m/16.6Gi   4900m/16.6Gi   5200m/20Gi   0      usage (pool batch)   Fresh                       30s   4900m/16.6Gi   <none>           4900m/16.6Gi   4900m/16.6Gi   45s           10s\n" +
+		"node-b   0/0            0/0    0/0            0/0            -            0      request              Stale: annotation-too-old   25m   4/8Gi          500m/512Mi       4/8Gi          4/8Gi          <none>        -\n"
 	if out != want {
 		t.Errorf("wide table:\n%s\nwant:\n%s", out, want)
 	}
@@ -150,10 +152,10 @@ func TestNodesSortByEveryKey(t *testing.T) {
 		sortBy string
 		want   string
 	}{
-		{"published-cpu", "charlie alpha delta bravo"},
-		{"published-memory", "bravo delta charlie alpha"},
-		{"requested-cpu", "delta bravo alpha charlie"},
-		{"requested-memory", "alpha charlie bravo delta"},
+		{"room-cpu", "charlie alpha delta bravo"},
+		{"room-memory", "bravo delta charlie alpha"},
+		{"held-cpu", "delta bravo alpha charlie"},
+		{"held-memory", "alpha charlie bravo delta"},
 		// free = published - requested: charlie 7400m, alpha 5100m, bravo 1, delta 500m.
 		{"free-cpu", "charlie alpha bravo delta"},
 		// alpha and charlie are over-booked (negative free memory).
@@ -243,8 +245,14 @@ func TestNodesJSONCarriesExactIntegers(t *testing.T) {
 		t.Fatalf("items not sorted by free memory: %+v", list.Items)
 	}
 	a, b := list.Items[0], list.Items[3]
-	if a.Published != (res(4900, 17824114278)) || a.Requested != (res(1000, 1<<30)) || a.Free != (res(3900, 16750372454)) {
-		t.Errorf("node-a published %+v requested %+v free %+v", a.Published, a.Requested, a.Free)
+	if a.Room != (res(4900, 17824114278)) || a.Held != (res(1000, 1<<30)) || a.Free != (res(3900, 16750372454)) {
+		t.Errorf("node-a room %+v held %+v free %+v", a.Room, a.Held, a.Free)
+	}
+	if a.Floor != a.Room || a.OverRoom {
+		t.Errorf("node-a floor %+v over room %v, want the room and not over it", a.Floor, a.OverRoom)
+	}
+	if b.Floor != (res(500, 512<<20)) || !b.OverRoom || b.Annotation.Held == nil || *b.Annotation.Held != (res(500, 512<<20)) {
+		t.Errorf("node-b floor %+v over room %v annotated held %+v, want what is held, over room", b.Floor, b.OverRoom, b.Annotation.Held)
 	}
 	if a.Usage == nil || *a.Usage != (res(5200, 20<<30)) || a.ReclaimedPods != 1 {
 		t.Errorf("node-a usage %+v pods %d", a.Usage, a.ReclaimedPods)
@@ -255,8 +263,8 @@ func TestNodesJSONCarriesExactIntegers(t *testing.T) {
 	if b.Fresh || b.StaleReason != reclaimable.ReasonWriteTooOld || b.StaleDetail != "annotation written 25m0s ago (stale after 10m0s)" {
 		t.Errorf("node-b verdict fresh=%v reason=%q detail=%q", b.Fresh, b.StaleReason, b.StaleDetail)
 	}
-	if b.Published != (reclaimable.Resources{}) || b.Free != (res(-500, -512<<20)) || b.Annotation.Resources != (res(4000, 8<<30)) || b.Capacity != (res(4000, 8<<30)) {
-		t.Errorf("node-b published %+v free %+v annotated %+v capacity %+v", b.Published, b.Free, b.Annotation.Resources, b.Capacity)
+	if b.Room != (reclaimable.Resources{}) || b.Free != (res(-500, -512<<20)) || b.Annotation.Resources != (res(4000, 8<<30)) || b.Capacity != (res(4000, 8<<30)) {
+		t.Errorf("node-b room %+v free %+v annotated %+v capacity %+v", b.Room, b.Free, b.Annotation.Resources, b.Capacity)
 	}
 	if b.Usage != nil || b.Annotation.MetricsTime != nil {
 		t.Errorf("node-b has usage %+v or metrics time %v", b.Usage, b.Annotation.MetricsTime)
@@ -291,8 +299,8 @@ func TestNodesWithoutMetricsAPIShowDashAndWarnButSucceed(t *testing.T) {
 		t.Fatalf("nodes failed because the metrics API is down: %v", err)
 	}
 	want := "" +
-		"NAME     PUBLISHED      REQUESTED   FREE           USAGE   PODS   POLICY               STATUS   AGE\n" +
-		"node-a   4900m/16.6Gi   0/0         4900m/16.6Gi   -       0      usage (pool batch)   Fresh    30s\n"
+		"NAME     ROOM           HELD   FLOOR          FREE           USAGE   PODS   POLICY               STATUS   AGE\n" +
+		"node-a   4900m/16.6Gi   0/0    4900m/16.6Gi   4900m/16.6Gi   -       0      usage (pool batch)   Fresh    30s\n"
 	if out != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out, want)
 	}
@@ -329,8 +337,8 @@ func TestNodesStaleAfterDecidesWhatCounts(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAME     PUBLISHED   REQUESTED    FREE          USAGE   PODS   POLICY    STATUS   AGE\n" +
-		"node-b   4/8Gi       500m/512Mi   3500m/7.5Gi   -       1      request   Fresh    25m\n"
+		"NAME     ROOM    HELD         FLOOR   FREE          USAGE   PODS   POLICY    STATUS   AGE\n" +
+		"node-b   4/8Gi   500m/512Mi   4/8Gi   3500m/7.5Gi   -       1      request   Fresh    25m\n"
 	if out != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out, want)
 	}
@@ -351,8 +359,8 @@ func TestNodesResourceDomainSelectsOtherNames(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAME     PUBLISHED   REQUESTED   FREE    USAGE   PODS   POLICY    STATUS   AGE\n" +
-		"node-x   1500m/2Gi   500m/1Gi    1/1Gi   -       1      request   Fresh    60s\n"
+		"NAME     ROOM        HELD       FLOOR       FREE    USAGE   PODS   POLICY    STATUS   AGE\n" +
+		"node-x   1500m/2Gi   500m/1Gi   1500m/2Gi   1/1Gi   -       1      request   Fresh    60s\n"
 	if out != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out, want)
 	}
@@ -392,9 +400,9 @@ func TestNodesOutputNameNoHeadersAndJSONPath(t *testing.T) {
 	}{
 		{[]string{"--sort-by", "free-cpu", "-o", "name"}, "node/charlie\nnode/alpha\nnode/bravo\nnode/delta\n"},
 		{[]string{"-l", "kubernetes.io/hostname=bravo", "--no-headers"},
-			"bravo   2/30Gi   1/23Gi   1/7Gi   9/30Gi   4     usage   Fresh   3m\n"},
+			"bravo   2/30Gi   1/23Gi   2/30Gi   1/7Gi   9/30Gi   4     usage   Fresh   3m\n"},
 		{[]string{"--sort-by", "pods", "-o", "jsonpath={.items[*].name}"}, "bravo charlie alpha delta"},
-		{[]string{"charlie", "--template", "{{.kind}} {{(index .items 0).requested.cpuMilli}}"}, "NodeList 600"},
+		{[]string{"charlie", "--template", "{{.kind}} {{(index .items 0).held.cpuMilli}}"}, "NodeList 600"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
@@ -441,8 +449,8 @@ func TestNodesRequestedSumsFollowEveryPodPage(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, r := range list.Items {
-				if r.Requested != want[r.Name] {
-					t.Errorf("%s requested %+v, want %+v", r.Name, r.Requested, want[r.Name])
+				if r.Held != want[r.Name] {
+					t.Errorf("%s held %+v, want %+v", r.Name, r.Held, want[r.Name])
 				}
 			}
 			// 10 pods: 10 pages of one, 4 of three, or one list.

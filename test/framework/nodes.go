@@ -46,12 +46,14 @@ type NodeView struct {
 func (v NodeView) Published() reclaimable.Resources { return v.Fresh.Values }
 
 // StatusMatchesAnnotation reports whether capacity and allocatable both
-// carry the annotation's values.
+// carry the status value the annotation stands for: per resource the room
+// floored at what it says reclaimed pods held (the room alone when nothing
+// is held).
 func (v NodeView) StatusMatchesAnnotation() bool {
 	if v.Ann == nil || !v.HasStatus {
 		return false
 	}
-	want := reclaimable.Resources{CPUMilli: v.Ann.CPUMilli, MemoryBytes: v.Ann.MemoryBytes}
+	want := v.Ann.Values().Max(v.Ann.HeldValues())
 	return v.Capacity == want && v.Allocatable == want
 }
 

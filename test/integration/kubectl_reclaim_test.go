@@ -128,19 +128,19 @@ func TestKubectlReclaim(t *testing.T) {
 		if a.Name != fresh || b.Name != stale {
 			t.Fatalf("nodes %s, %s; want %s, %s", a.Name, b.Name, fresh, stale)
 		}
-		if !a.Fresh || a.Published != (reclaimable.Resources{CPUMilli: 6000, MemoryBytes: 24 << 30}) ||
-			a.Requested != (reclaimable.Resources{CPUMilli: 1500, MemoryBytes: 2 << 30}) ||
+		if !a.Fresh || a.Room != (reclaimable.Resources{CPUMilli: 6000, MemoryBytes: 24 << 30}) ||
+			a.Held != (reclaimable.Resources{CPUMilli: 1500, MemoryBytes: 2 << 30}) || a.Floor != a.Room || a.OverRoom ||
 			a.Free != (reclaimable.Resources{CPUMilli: 4500, MemoryBytes: 22 << 30}) || a.ReclaimedPods != 1 {
 			t.Errorf("%s: %+v", fresh, a)
 		}
-		if a.Capacity != a.Published || a.Allocatable != a.Published {
+		if a.Capacity != a.Floor || a.Allocatable != a.Floor {
 			t.Errorf("%s: status capacity %+v allocatable %+v", fresh, a.Capacity, a.Allocatable)
 		}
 		if a.UsageTime == nil || time.Since(*a.UsageTime) > time.Minute {
 			t.Errorf("%s usage time %v", fresh, a.UsageTime)
 		}
 		if b.Fresh || b.StaleReason != reclaimable.ReasonWriteTooOld || !strings.HasPrefix(b.StaleDetail, "annotation written 30m") ||
-			b.Published != (reclaimable.Resources{}) || b.Annotation == nil ||
+			b.Room != (reclaimable.Resources{}) || b.Annotation == nil ||
 			b.Annotation.Resources != (reclaimable.Resources{CPUMilli: 3000, MemoryBytes: 8 << 30}) {
 			t.Errorf("%s: %+v", stale, b)
 		}
@@ -156,17 +156,17 @@ func TestKubectlReclaim(t *testing.T) {
 		if len(lines) != 3 {
 			t.Fatalf("want a header and 2 rows:\n%s", out)
 		}
-		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME PUBLISHED REQUESTED FREE USAGE PODS POLICY STATUS AGE" {
+		if got := strings.Fields(lines[0]); strings.Join(got, " ") != "NAME ROOM HELD FLOOR FREE USAGE PODS POLICY STATUS AGE" {
 			t.Errorf("header %q", lines[0])
 		}
 		row := strings.Fields(lines[1])
-		if len(row) != 11 || row[0] != fresh || strings.Join(row[1:4], " ") != "6/24Gi 1500m/2Gi 4500m/22Gi" ||
-			row[5] != "1" || strings.Join(row[6:9], " ") != "request (pool batch)" || row[9] != "Fresh" {
+		if len(row) != 12 || row[0] != fresh || strings.Join(row[1:5], " ") != "6/24Gi 1500m/2Gi 6/24Gi 4500m/22Gi" ||
+			row[6] != "1" || strings.Join(row[7:10], " ") != "request (pool batch)" || row[10] != "Fresh" {
 			t.Errorf("row of %s: %q", fresh, lines[1])
 		}
 		row = strings.Fields(lines[2])
-		if len(row) != 10 || row[0] != stale || strings.Join(row[1:4], " ") != "0/0 0/0 0/0" ||
-			strings.Join(row[7:9], " ") != "Stale: annotation-too-old" || row[9] != "30m" {
+		if len(row) != 11 || row[0] != stale || strings.Join(row[1:5], " ") != "0/0 0/0 0/0 0/0" ||
+			strings.Join(row[8:10], " ") != "Stale: annotation-too-old" || row[10] != "30m" {
 			t.Errorf("row of %s: %q", stale, lines[2])
 		}
 	})
@@ -182,8 +182,8 @@ func TestKubectlReclaim(t *testing.T) {
 			t.Fatalf("want one node:\n%s", out)
 		}
 		row := strings.Fields(lines[1])
-		// ANNOTATED CAPACITY ALLOCATABLE METRICS-AGE USAGE-AGE
-		if n := len(row); n != 16 || strings.Join(row[n-5:n-1], " ") != "6/24Gi 6/24Gi 6/24Gi <none>" {
+		// ANNOTATED ANNOTATED-HELD CAPACITY ALLOCATABLE METRICS-AGE USAGE-AGE
+		if n := len(row); n != 18 || strings.Join(row[n-6:n-1], " ") != "6/24Gi <none> 6/24Gi 6/24Gi <none>" {
 			t.Errorf("wide row %q", lines[1])
 		}
 	})
@@ -273,7 +273,7 @@ func TestKubectlReclaim(t *testing.T) {
 		if err := json.Unmarshal([]byte(paged), &l); err != nil {
 			t.Fatal(err)
 		}
-		if len(l.Items) != 2 || l.Items[0].Requested != (reclaimable.Resources{CPUMilli: 1500, MemoryBytes: 2 << 30}) || l.Kind != "NodeList" {
+		if len(l.Items) != 2 || l.Items[0].Held != (reclaimable.Resources{CPUMilli: 1500, MemoryBytes: 2 << 30}) || l.Kind != "NodeList" {
 			t.Errorf("nodes --chunk-size 1: %s", paged)
 		}
 		out, err := plugin("pods", "-A", "-o", "name", "--chunk-size", "1")
