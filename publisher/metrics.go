@@ -26,7 +26,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishedMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "published_memory_bytes", Help: "Reclaimable memory last published per node."}, []string{"node"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "writes_total", Help: "API writes by kind (annotation, status) and reason (initial, decreased, changed, refresh, status-mismatch)."},
+			Name: "writes_total", Help: "API writes by kind (annotation, status) and reason (initial, decreased, changed, refresh, held-changed, status-mismatch)."},
 			[]string{"kind", "reason"}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "write_errors_total", Help: "Node writes that failed after retries, by kind."}, []string{"kind"}),

@@ -199,36 +199,81 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 	}
 	const ns = "metrics-down"
 	e.useNamespace(t, ns)
+	ctx := context.Background()
+
+	// Reclaimed pods running before the outage: what they hold is the floor
+	// of their nodes' status for as long as the room is zero.
+	held := e.placeHeld(t, ns, 6, 2000, 2*gib)
+	const victim = "held-0" // finishes during the outage: the positive control
+
 	if err := e.c.StopComponent(cluster.MetricsServer); err != nil {
 		t.Fatal(err)
 	}
 	stopped := time.Now()
 	bound := metricsStaleAfter + 2*period
-	zeroAt := e.waitZero(t, stopped, bound+30*time.Second, true)
+	zeroWait := bound + 30*time.Second
+	pendingWindow := 20 * time.Second
+	// The whole outage is watched, from the stop to the restart: the room
+	// going to zero within its bound, then the pending pod's window, with
+	// some slack. metrics-server restarts when the window ends.
+	outage := framework.Absence{Window: bound + pendingWindow + 15*time.Second, Every: 2 * time.Second,
+		ControlAt: bound + 5*time.Second, ControlWithin: 3*period + 10*time.Second,
+		Control: func() error {
+			return e.c.Client.CoreV1().Pods(ns).Delete(ctx, victim, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+		}}
+	outage.Look = e.floorLook(ctx, ns, held, victim, &outage)
+	watched := make(chan framework.AbsenceReport, 1)
+	go func() { watched <- outage.Observe(ctx) }()
+
+	// The room goes to zero on every node, with the reason.
+	zeroAt := map[string]time.Duration{}
+	framework.Poll(zeroWait, 500*time.Millisecond, func() bool {
+		vs, err := views(ctx, e.c, e.nodes)
+		if err != nil {
+			return false
+		}
+		for _, n := range e.nodes {
+			if a := vs[n].Ann; a != nil && a.Values().IsZero() && a.ZeroReason != "" {
+				if _, done := zeroAt[n]; !done {
+					zeroAt[n] = time.Since(stopped)
+				}
+			}
+		}
+		return len(zeroAt) == len(e.nodes)
+	})
 	node, worst := worstOf(zeroAt)
-	t.Logf("metrics-server stopped: every node published zero after at most %s (%s), bound --metrics-stale-after + 2 periods = %s",
+	t.Logf("metrics-server stopped: every node's room was zero after at most %s (%s), bound --metrics-stale-after + 2 periods = %s",
 		worst.Round(100*time.Millisecond), node, bound)
 	if len(zeroAt) != len(e.nodes) {
-		t.Fatalf("only %d of %d nodes reached zero within %s", len(zeroAt), len(e.nodes), bound+30*time.Second)
-	}
-	if worst > bound {
-		t.Errorf("node %s reached zero %s after metrics-server stopped, want <= %s", node, worst.Round(100*time.Millisecond), bound)
+		t.Errorf("only %d of %d nodes' room reached zero within %s", len(zeroAt), len(e.nodes), zeroWait)
+	} else if worst > bound {
+		t.Errorf("node %s's room reached zero %s after metrics-server stopped, want <= %s", node, worst.Round(100*time.Millisecond), bound)
 	}
 	for n, v := range mustViews(t, e) {
 		if v.Ann == nil || v.Ann.ZeroReason != "metrics-stale" {
-			t.Errorf("node %s: zero reason %q, want metrics-stale (%s)", n, v.Ann.ZeroReason, v.Raw)
+			t.Errorf("node %s: zero reason missing or not metrics-stale (%s)", n, v.Raw)
 		}
 	}
 
-	// Meanwhile the extender admits no reclaimed pod.
+	// Meanwhile the extender admits no new reclaimed pod.
 	framework.CreatePod(t, e.c, framework.ReclaimedPod(ns, "waits", 1000, gib))
 	created := time.Now()
-	e.expectNotBound(t, ns, "waits", 20*time.Second)
+	e.expectNotBound(t, ns, "waits", pendingWindow)
 	msg := framework.SchedulingMessage(e.c, ns, "waits")
 	t.Logf("reclaimed pod still Pending %s after creation; scheduler says: %s", time.Since(created).Round(time.Second), msg)
 	if !strings.Contains(msg, "reclaimed-cpu: need 1000m, free 0m") {
 		t.Errorf("FailedScheduling does not carry the extender's reason: %q", msg)
 	}
+
+	if late := time.Since(stopped) - outage.Window; late > 0 {
+		t.Errorf("the outage outlived its watch by %s: the room took too long to reach zero", late.Round(time.Second))
+	}
+	r := <-watched
+	if err := r.Err(outage); err != nil {
+		t.Errorf("during the outage: %v", err)
+	}
+	t.Logf("outage watched for %s at %d looks (longest gap %s): status never below what pods held, at the annotated held once the room was zero, no reclaimed pod lost; %s finished %.1fs in and its node's floor followed %.1fs later",
+		r.Observed.Round(time.Second), r.Looks, r.MaxGap.Round(100*time.Millisecond), victim, r.ControlRan.Seconds(), (r.ControlSeen - r.ControlRan).Seconds())
 
 	// Recovery.
 	if err := e.c.StartComponent(cluster.MetricsServer); err != nil {
@@ -256,6 +301,103 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 	}
 	t.Logf("metrics-server back: every node published again after %s, the waiting pod was placed %s later",
 		back.Round(100*time.Millisecond), took.Round(100*time.Millisecond))
+}
+
+// placeHeld creates n reclaimed pods held-0 ... of cpuMilli/memBytes, waits
+// until all are bound and every node's annotation says what its pods hold
+// with the status at the floor, and returns where each pod is.
+func (e *env) placeHeld(t *testing.T, ns string, n int, cpuMilli, memBytes int64) map[string]string {
+	t.Helper()
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		pods[i] = framework.ReclaimedPod(ns, fmt.Sprintf("held-%d", i), cpuMilli, memBytes)
+	}
+	framework.CreatePods(t, e.c, pods)
+	var st framework.PodState
+	var waiting []string
+	took, ok := framework.Poll(2*time.Minute, time.Second, func() bool {
+		st = framework.MustPods(t, e.c, ns)
+		if st.BoundWithPrefix("held-") != n {
+			waiting = append(waiting[:0], "pods pending: "+strings.Join(st.Pending, " "))
+			return false
+		}
+		waiting = waiting[:0]
+		for nd, v := range mustViews(t, e) {
+			if v.Ann == nil || v.Ann.HeldValues() != st.Bookings[nd] || !v.StatusMatchesAnnotation() {
+				waiting = append(waiting, fmt.Sprintf("%s (bookings %+v, annotation %s, capacity %+v)", nd, st.Bookings[nd], v.Raw, v.Capacity))
+			}
+		}
+		return len(waiting) == 0
+	})
+	if !ok {
+		t.Fatalf("after %s: %v", took.Round(time.Second), waiting)
+	}
+	placed := map[string]string{}
+	for p, nd := range st.BoundTo {
+		if strings.HasPrefix(p, "held-") {
+			placed[p] = nd
+		}
+	}
+	t.Logf("%d reclaimed pods placed and held in every annotation after %s: %v", n, took.Round(100*time.Millisecond), placed)
+	return placed
+}
+
+// floorLook is the look of an outage: on every node, capacity and
+// allocatable never below what the live reclaimed pods bound to it request;
+// once its room is zero, at the held its annotation states (two looks in a
+// row may not miss it: the publisher writes the annotation, then the
+// status); every pod of placed still bound where it was, except victim once
+// the control deleted it; and "waits" never bound. The control is seen when
+// victim is gone and its node's annotation and status both came down to what
+// the remaining pods hold.
+func (e *env) floorLook(ctx context.Context, ns string, placed map[string]string, victim string, a *framework.Absence) func(time.Duration) ([]string, bool) {
+	off := map[string]int{}
+	victimNode := placed[victim]
+	deleted := false
+	control := a.Control
+	a.Control = func() error { deleted = true; return control() }
+	below := func(x, y reclaimable.Resources) bool { return x.CPUMilli < y.CPUMilli || x.MemoryBytes < y.MemoryBytes }
+	return func(time.Duration) ([]string, bool) {
+		vs, err := views(ctx, e.c, e.nodes)
+		if err != nil {
+			return []string{"reading nodes: " + err.Error()}, false
+		}
+		st, err := framework.Pods(ctx, e.c, ns)
+		if err != nil {
+			return []string{"reading pods: " + err.Error()}, false
+		}
+		var v []string
+		for _, n := range e.nodes {
+			nv, heldNow := vs[n], st.Bookings[n]
+			if !nv.HasStatus || below(nv.Capacity, heldNow) || below(nv.Allocatable, heldNow) {
+				v = append(v, fmt.Sprintf("node %s: status capacity %+v allocatable %+v below what its pods hold %+v", n, nv.Capacity, nv.Allocatable, heldNow))
+			}
+			if nv.Ann != nil && nv.Ann.Values().IsZero() && (nv.Capacity != nv.Ann.HeldValues() || nv.Allocatable != nv.Ann.HeldValues()) {
+				if off[n]++; off[n] >= 2 {
+					v = append(v, fmt.Sprintf("node %s: room zero but status capacity %+v allocatable %+v, not the held %+v of its annotation",
+						n, nv.Capacity, nv.Allocatable, nv.Ann.HeldValues()))
+				}
+			} else {
+				off[n] = 0
+			}
+		}
+		for p, n := range placed {
+			if p == victim && deleted {
+				continue
+			}
+			if got, ok := st.BoundTo[p]; !ok || got != n {
+				v = append(v, fmt.Sprintf("reclaimed pod %s gone, finished or moved (was on %s)", p, n))
+			}
+		}
+		if n, ok := st.BoundTo["waits"]; ok {
+			v = append(v, "new reclaimed pod waits bound to "+n+" during the outage")
+		}
+		nv := vs[victimNode]
+		_, victimThere := st.BoundTo[victim]
+		seen := deleted && !victimThere && nv.Ann != nil && nv.Ann.HeldValues() == st.Bookings[victimNode] &&
+			nv.Capacity == nv.Ann.Values().Max(st.Bookings[victimNode]) && nv.Allocatable == nv.Capacity
+		return v, seen
+	}
 }
 
 // expectNotBound looks every 2 seconds for window that pod stays unbound. Its

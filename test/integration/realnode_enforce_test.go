@@ -55,38 +55,22 @@ func reclaimedWorkloadPod(ns, name, node string, g reclaimedGrant, env ...corev1
 	return pod
 }
 
-// podWebhookConfiguration sends exactly the pods that request reclaimed
-// resources to the webhook's pod path, failing closed for them, like the
-// shipped configuration: CREATE of pods, matchConditions on the resource
-// names, failurePolicy Fail.
-func podWebhookConfiguration(port int, caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
-	fail := admissionregistrationv1.Fail
-	none := admissionregistrationv1.SideEffectClassNone
-	url := fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.PodPath)
-	timeout := int32(5)
-	asks := func(list string) string {
-		return fmt.Sprintf("object.spec.%s.exists(c, has(c.resources.requests) && (%q in c.resources.requests || %q in c.resources.requests))",
-			list, framework.Names.CPU, framework.Names.Memory)
+// podWebhookConfiguration is the shipped configuration's pod entry alone
+// (CREATE pods, its matchCondition, failurePolicy Fail) for the webhook on
+// port: the node-status entry is registered by the node-status subtests,
+// whose control runs without it.
+func podWebhookConfiguration(t *testing.T, port int, caBundle []byte) *admissionregistrationv1.MutatingWebhookConfiguration {
+	t.Helper()
+	cfg := webhook.MutatingWebhookConfiguration("kube-reclaim-pods",
+		webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), caBundle))
+	for _, w := range cfg.Webhooks {
+		if w.Name == webhook.PodWebhookName {
+			cfg.Webhooks = []admissionregistrationv1.MutatingWebhook{w}
+			return cfg
+		}
 	}
-	return &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "kube-reclaim-pods"},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name:         "pods.kube-reclaim.io",
-			ClientConfig: admissionregistrationv1.WebhookClientConfig{URL: &url, CABundle: caBundle},
-			Rules: []admissionregistrationv1.RuleWithOperations{{
-				Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-				Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"pods"}},
-			}},
-			MatchConditions: []admissionregistrationv1.MatchCondition{{
-				Name:       "requests-reclaimed-resources",
-				Expression: asks("containers") + " || (has(object.spec.initContainers) && " + asks("initContainers") + ")",
-			}},
-			FailurePolicy:           &fail,
-			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
-			AdmissionReviewVersions: []string{"v1"},
-		}},
-	}
+	t.Fatalf("the shipped configuration has no %s entry", webhook.PodWebhookName)
+	return nil
 }
 
 // installPodWebhook serves the webhook (its pod path) and registers it for
@@ -113,7 +97,7 @@ func installPodWebhook(t *testing.T, c *cluster.Cluster, ns string) {
 	framework.StartRole(t, c, "webhook-pods", "webhook", fmt.Sprintf("--listen-address=127.0.0.1:%d", port),
 		"--tls-cert-file="+certFile, "--tls-private-key-file="+keyFile, "--stale-after=1h", "--publisher-lease-name=")
 	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx,
-		podWebhookConfiguration(port, c.CA().CertPEM), metav1.CreateOptions{}); err != nil {
+		podWebhookConfiguration(t, port, c.CA().CertPEM), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	probe := reclaimedWorkloadPod(ns, "probe", "", reclaimedGrant{cpuMilli: 100, memBytes: 16 << 20})
