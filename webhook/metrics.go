@@ -42,6 +42,9 @@ const (
 	ErrEncode               = "encode"
 	ErrInvalidOversellRatio = "invalid-oversell-ratio"
 	ErrInvalidOversellRec   = "invalid-oversell-record"
+	// ErrRewriteUnpatched: a PodRewriter changed a field the pod webhook
+	// does not patch back (the pod is denied).
+	ErrRewriteUnpatched = "rewrite-unpatched-fields"
 )
 
 type metrics struct {
@@ -96,7 +99,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "pod_denials_total",
-			Help:      "Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant). One pod may count under several reasons.",
+			Help:      "Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant, TooLarge; Rewrite for a profile rewrite error). One pod may count under several reasons.",
 		}, []string{"reason"}),
 		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kube_reclaim",
@@ -132,14 +135,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.patches.WithLabelValues(k)
 	}
 	for _, r := range []string{string(enforcement.ReasonRequestNotLimit), string(enforcement.ReasonNegative),
-		string(enforcement.ReasonNoMemoryGrant), string(enforcement.ReasonNoCPUGrant), DenialRewrite} {
+		string(enforcement.ReasonNoMemoryGrant), string(enforcement.ReasonNoCPUGrant), string(enforcement.ReasonTooLarge), DenialRewrite} {
 		m.denials.WithLabelValues(r)
 	}
 	for _, r := range []string{ResourceCPU, ResourceMemory} {
 		m.clamped.WithLabelValues(r)
 	}
 	for _, k := range []string{ErrBodyTooLarge, ErrReadBody, ErrNotAdmissionReview, ErrMalformed, ErrNoRequest,
-		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec} {
+		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec, ErrRewriteUnpatched} {
 		m.errors.WithLabelValues(k)
 	}
 	return m

@@ -142,7 +142,7 @@ func TestPodWebhook(t *testing.T) {
 			name: "rewriter changing a field the webhook does not patch denies the pod", operation: "CREATE",
 			object:      podJSON(regular),
 			rewriter:    rewriteFunc(func(_ string, p *corev1.Pod) error { p.Spec.NodeName = "n1"; return nil }),
-			wantOutcome: OutcomeError, wantCode: 500, wantErrKind: ErrEncode,
+			wantOutcome: OutcomeError, wantCode: 500, wantErrKind: ErrRewriteUnpatched,
 			wantDenied: []string{"changed fields the pod webhook does not patch"},
 		},
 	}
