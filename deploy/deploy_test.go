@@ -581,8 +581,16 @@ func TestWebhookConfigurationNeverBlocksNodes(t *testing.T) {
 		if len(b.kind("MutatingWebhookConfiguration"))+len(b.kind("ValidatingWebhookConfiguration")) != 1 {
 			t.Errorf("%s: exactly one webhook configuration expected", b.overlay)
 		}
-		if len(cfg.Webhooks) != 1 {
-			t.Fatalf("%s: %d webhooks", b.overlay, len(cfg.Webhooks))
+		if len(cfg.Webhooks) != 2 || cfg.Webhooks[0].Name != webhook.WebhookName || cfg.Webhooks[1].Name != webhook.PodWebhookName {
+			t.Fatalf("%s: %d webhooks, want %s and %s", b.overlay, len(cfg.Webhooks), webhook.WebhookName, webhook.PodWebhookName)
+		}
+		// The pod webhook refuses what it cannot process, but only pods its
+		// matchCondition selects are ever sent to it.
+		pw := cfg.Webhooks[1]
+		if pw.FailurePolicy == nil || *pw.FailurePolicy != admissionregistrationv1.Fail || len(pw.MatchConditions) != 1 ||
+			pw.ClientConfig.Service == nil || pw.ClientConfig.Service.Path == nil || *pw.ClientConfig.Service.Path != webhook.PodPath ||
+			len(pw.ClientConfig.CABundle) != 0 {
+			t.Errorf("%s: pod webhook %+v, want failurePolicy Fail, one matchCondition, path %s, empty caBundle", b.overlay, pw, webhook.PodPath)
 		}
 		w := cfg.Webhooks[0]
 		if w.FailurePolicy == nil || *w.FailurePolicy != admissionregistrationv1.Ignore {

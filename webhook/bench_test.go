@@ -36,10 +36,13 @@ func (d *discardWriter) Write(b []byte) (int, error) {
 }
 
 // benchServe runs h on body b.N times, reusing the request.
-func benchServe(b *testing.B, h http.Handler, body []byte) {
+func benchServe(b *testing.B, h http.Handler, body []byte) { benchServeAt(b, h, Path, body) }
+
+// benchServeAt is benchServe on the route path.
+func benchServeAt(b *testing.B, h http.Handler, path string, body []byte) {
 	b.Helper()
 	rd := bytes.NewReader(body)
-	req, err := http.NewRequest(http.MethodPost, "https://webhook"+Path, io.NopCloser(rd))
+	req, err := http.NewRequest(http.MethodPost, "https://webhook"+path, io.NopCloser(rd))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -7,7 +7,13 @@
 // oversell.go for the rule and its cost: opted-in nodes make kubelet PATCH
 // their status every nodeStatusUpdateFrequency).
 //
-// The webhook never denies and makes no API call on the request path. The
+// On pod CREATE (PodPath, only pods the configuration's matchCondition
+// selects) it sets native limits equal to each reclaimed container's grant
+// and explicit native requests (package enforcement), denies pods that
+// cannot be made safe, and fails closed; a PodRewriter (SetPodRewriter) may
+// rewrite the pod first.
+//
+// The node path never denies. No path makes an API call. The
 // review path is shared by every kind (review.go: an AdmissionReview decoded
 // by json-iterator into admission/v1-typed fields with the object decoded
 // straight into a slim per-kind struct, answered with admissionv1 types); a

@@ -36,6 +36,9 @@ const (
 	ErrEncode               = "encode"
 	ErrInvalidOversellRatio = "invalid-oversell-ratio"
 	ErrInvalidOversellRec   = "invalid-oversell-record"
+	// ErrRewriteUnpatched: a PodRewriter changed a field the pod webhook
+	// does not patch back (the pod is denied).
+	ErrRewriteUnpatched = "rewrite-unpatched-fields"
 )
 
 type metrics struct {
@@ -123,7 +126,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.denials.WithLabelValues(r)
 	}
 	for _, k := range []string{ErrBodyTooLarge, ErrReadBody, ErrNotAdmissionReview, ErrMalformed, ErrNoRequest,
-		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec} {
+		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec, ErrRewriteUnpatched} {
 		m.errors.WithLabelValues(k)
 	}
 	return m

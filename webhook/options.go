@@ -79,7 +79,7 @@ func NewOptions() *Options {
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
-	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address serving the webhook over HTTPS (POST "+Path+").")
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address serving the webhook over HTTPS (POST "+Path+" and "+PodPath+").")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "PEM serving certificate (with intermediates), re-read when it changes. Required with --tls-private-key-file unless --self-signed.")
 	fs.StringVar(&o.TLSKeyFile, "tls-private-key-file", o.TLSKeyFile, "PEM private key of --tls-cert-file, re-read when it changes.")
 	fs.DurationVar(&o.TLSReloadInterval, "tls-reload-interval", o.TLSReloadInterval, "How often the certificate files are checked for changes.")

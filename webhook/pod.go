@@ -119,7 +119,7 @@ func podPatch(orig, pod *corev1.Pod) []patchOp {
 // drop.
 func rewroteOnlyPatchedFields(orig, pod *corev1.Pod) error {
 	if len(orig.Spec.InitContainers) != len(pod.Spec.InitContainers) || len(orig.Spec.Containers) != len(pod.Spec.Containers) {
-		return errors.New("the pod rewriter added or removed containers")
+		return &unprocessedError{kind: ErrRewriteUnpatched, err: errors.New("the pod rewriter added or removed containers")}
 	}
 	strip := func(p *corev1.Pod) *corev1.Pod {
 		c := p.DeepCopy()
@@ -133,7 +133,7 @@ func rewroteOnlyPatchedFields(orig, pod *corev1.Pod) error {
 		return c
 	}
 	if !apiequality.Semantic.DeepEqual(strip(orig), strip(pod)) {
-		return fmt.Errorf("the pod rewriter changed fields the pod webhook does not patch (only labels, annotations, schedulerName, priorityClassName, priority, preemptionPolicy and container resources are)")
+		return &unprocessedError{kind: ErrRewriteUnpatched, err: fmt.Errorf("the pod rewriter changed fields the pod webhook does not patch (only labels, annotations, schedulerName, priorityClassName, priority, preemptionPolicy and container resources are)")}
 	}
 	return nil
 }

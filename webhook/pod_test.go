@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -141,7 +142,7 @@ func TestPodWebhook(t *testing.T) {
 			name: "rewriter changing a field the webhook does not patch denies the pod", operation: "CREATE",
 			object:      podJSON(regular),
 			rewriter:    rewriteFunc(func(_ string, p *corev1.Pod) error { p.Spec.NodeName = "n1"; return nil }),
-			wantOutcome: OutcomeError, wantCode: 500, wantErrKind: ErrEncode,
+			wantOutcome: OutcomeError, wantCode: 500, wantErrKind: ErrRewriteUnpatched,
 			wantDenied: []string{"changed fields the pod webhook does not patch"},
 		},
 	}
@@ -269,4 +270,22 @@ func sameList(a, b corev1.ResourceList) bool {
 		}
 	}
 	return true
+}
+
+// BenchmarkPodReview measures the whole handler on pod reviews: one that
+// needs limits (decode, copy, Enforce, patch) and one already enforced.
+func BenchmarkPodReview(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		obj  json.RawMessage
+	}{
+		{"patch", podJSON(regular, reclaimed2c4g)},
+		{"unchanged", podJSON(`{"requests":{"cpu":"0","memory":"0","kube-reclaim.io/reclaimed-cpu":"2000","kube-reclaim.io/reclaimed-memory":"4Gi"},` +
+			`"limits":{"cpu":"2","memory":"4Gi","kube-reclaim.io/reclaimed-cpu":"2000","kube-reclaim.io/reclaimed-memory":"4Gi"}}`)},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h := NewHandler(testNames, 10*time.Minute, nil, nil)
+			benchServeAt(b, h, PodPath, podReview(b, "CREATE", c.obj))
+		})
+	}
 }

@@ -110,6 +110,15 @@ type denial struct {
 
 func (d *denial) Error() string { return d.message }
 
+// unprocessedError is a mutator error with its errors_total kind.
+type unprocessedError struct {
+	kind string
+	err  error
+}
+
+func (e *unprocessedError) Error() string { return e.err.Error() }
+func (e *unprocessedError) Unwrap() error { return e.err }
+
 // reviewState is what is known about the request so far, for the answer
 // given after a recovered panic and for logs.
 type reviewState struct {
@@ -184,7 +193,11 @@ func (s *reviewServer[O, P]) review(w http.ResponseWriter, r *http.Request, st *
 		return OutcomeDenied
 	}
 	if err != nil {
-		s.unprocessed(w, st, ErrEncode, err)
+		kind := ErrEncode
+		if k := (*unprocessedError)(nil); errors.As(err, &k) {
+			kind = k.kind
+		}
+		s.unprocessed(w, st, kind, err)
 		return OutcomeError
 	}
 	if len(ops) == 0 {

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
@@ -120,7 +121,7 @@ func (d *demo) run(ctx context.Context) error {
 	for _, r := range []string{stack.Publisher, stack.Webhook, stack.Extender} {
 		d.step("started: kube-reclaim %s", strings.Join(st.Args(r), " "))
 	}
-	d.step("webhook registered for nodes/status (failurePolicy Ignore, timeout 2s), scheduler uses the extender")
+	d.step("webhook registered for nodes/status (failurePolicy Ignore, timeout 2s) and for pods asking reclaimed resources (failurePolicy Fail, timeout 5s), scheduler uses the extender")
 
 	d.step("waiting for metrics-server to report usage and the publisher to publish every node (about a minute)")
 	if err := d.waitPublished(ctx, 4*time.Minute); err != nil {
@@ -135,6 +136,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.settle(ctx)
 	afterWave1 := d.table(ctx, "after wave 1")
 	d.placements(ctx)
+	d.enforced(ctx)
 
 	d.step("usage rises on %s (to 12 cores) and %s (to 11 cores / 40 GiB)", d.nodes[0], d.nodes[1])
 	if err := c.SetPodUsage(ctx, appsNS, "svc-0", "12", "4Gi"); err != nil {
@@ -375,6 +377,51 @@ func (d *demo) table(ctx context.Context, title string) []nodeRow {
 }
 
 func gib(b int64) string { return fmt.Sprintf("%.1fGi", float64(b)/(1<<30)) }
+
+// enforced prints the native requests and limits stored for the batch pods,
+// grouped by shape: what kubelet enforces (CFS quota and memory limit from
+// the limits, CPU shares from the requests), as read back from the API.
+func (d *demo) enforced(ctx context.Context) {
+	pods, err := d.c.Client.CoreV1().Pods(batchNS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		d.step("enforced limits: %v", err)
+		return
+	}
+	type shape struct{ text string }
+	count := map[shape]int{}
+	var order []shape
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		for _, c := range p.Spec.Containers {
+			verdict := "enforced"
+			if err := enforcement.Enforced(&p.Spec, names); err != nil {
+				verdict = "NOT enforced: " + err.Error()
+			}
+			rc, rm := c.Resources.Limits[names.CPU], c.Resources.Limits[names.Memory]
+			k := shape{fmt.Sprintf("container %s: reclaimed %dm/%s -> native requests cpu=%s memory=%s, native limits cpu=%s memory=%s, qosClass %s (%s)",
+				c.Name, rc.Value(), resource.NewQuantity(rm.Value(), resource.BinarySI),
+				quantity(c.Resources.Requests, corev1.ResourceCPU), quantity(c.Resources.Requests, corev1.ResourceMemory),
+				quantity(c.Resources.Limits, corev1.ResourceCPU), quantity(c.Resources.Limits, corev1.ResourceMemory), p.Status.QOSClass, verdict)}
+			if count[k] == 0 {
+				order = append(order, k)
+			}
+			count[k]++
+		}
+	}
+	d.step("stored batch pods, as kubelet will enforce them (pod webhook):")
+	for _, k := range order {
+		fmt.Fprintf(d.out, "    %d x %s\n", count[k], k.text)
+	}
+}
+
+// quantity prints l[name], or "unset".
+func quantity(l corev1.ResourceList, name corev1.ResourceName) string {
+	q, ok := l[name]
+	if !ok {
+		return "unset"
+	}
+	return q.String()
+}
 
 // placements prints where every batch pod went, and for pending ones the
 // scheduler's reason (the extender's per-node messages).

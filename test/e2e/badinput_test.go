@@ -179,13 +179,17 @@ func (e *env) testRequestsNotLimits(t *testing.T, ns string) {
 		p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: tc.req, Limits: tc.lim}
 		_, err := e.c.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
 		if err != nil {
-			// The apiserver's own validation: extended resources cannot be
-			// overcommitted. The error must name the resource.
+			// The pod webhook (it runs before validation) or the apiserver's
+			// own validation: extended resources cannot be overcommitted. The
+			// error must name the resource.
 			t.Logf("%s: rejected by the apiserver: %v", tc.name, err)
 			msg := err.Error()
-			if !apierrors.IsInvalid(err) || !(strings.Contains(msg, "must be equal to "+string(names.CPU)+" limit") ||
-				strings.Contains(msg, "Limit must be set for non overcommitable resources")) {
-				t.Errorf("%s: want an Invalid error saying the limit must equal the request, got %v", tc.name, err)
+			byWebhook := apierrors.IsForbidden(err) && strings.Contains(msg, `admission webhook "pods.kube-reclaim.io" denied the request`) &&
+				strings.Contains(msg, string(names.CPU)+" request") && strings.Contains(msg, "limit")
+			byValidation := apierrors.IsInvalid(err) && (strings.Contains(msg, "must be equal to "+string(names.CPU)+" limit") ||
+				strings.Contains(msg, "Limit must be set for non overcommitable resources"))
+			if !byWebhook && !byValidation {
+				t.Errorf("%s: want a denial saying the limit must equal the request, got %v", tc.name, err)
 			}
 			continue
 		}

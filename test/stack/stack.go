@@ -213,6 +213,9 @@ func Start(ctx context.Context, c *cluster.Cluster, bin string, ports Ports, opt
 			return nil, err
 		}
 	}
+	// Both webhooks of the shipped configuration: node status, and pods
+	// asking for reclaimed resources (their limits enforced, or refused
+	// while the webhook is down).
 	cfg := webhook.MutatingWebhookConfiguration(dep.WebhookConfigName,
 		webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", ports.Webhook, webhook.Path), c.CA().CertPEM))
 	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
