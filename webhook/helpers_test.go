@@ -125,6 +125,7 @@ type reviewSpec struct {
 	resource    string // default nodes
 	subResource string // default status (set "-" for none)
 	operation   string // default UPDATE
+	namespace   string // request namespace, default none
 	object      json.RawMessage
 	oldObject   json.RawMessage
 }
@@ -158,6 +159,7 @@ func (s reviewSpec) json(t testing.TB) []byte {
 		Resource    res             `json:"resource"`
 		SubResource string          `json:"subResource,omitempty"`
 		Name        string          `json:"name"`
+		Namespace   string          `json:"namespace,omitempty"`
 		Operation   string          `json:"operation"`
 		UserInfo    map[string]any  `json:"userInfo"`
 		Object      json.RawMessage `json:"object,omitempty"`
@@ -172,7 +174,7 @@ func (s reviewSpec) json(t testing.TB) []byte {
 		Request: request{
 			UID: or(s.uid, "uid-1"), Kind: kind{Version: "v1", Kind: or(s.kind, "Node")},
 			Resource: res{Version: "v1", Resource: or(s.resource, "nodes")}, SubResource: sub,
-			Name: "n1", Operation: or(s.operation, "UPDATE"), UserInfo: map[string]any{"username": "system:node:n1"},
+			Name: "n1", Namespace: s.namespace, Operation: or(s.operation, "UPDATE"), UserInfo: map[string]any{"username": "system:node:n1"},
 			Object: s.object, OldObject: s.oldObject,
 		},
 	})

@@ -93,7 +93,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.CABundleResyncInterval, "ca-bundle-resync-interval", o.CABundleResyncInterval, "With --self-signed, how often the caBundle is checked and re-patched if someone reset it, and the CA Secret read again (a rotated CA is picked up within this).")
 	fs.StringVar(&o.CASecretName, "ca-secret-name", o.CASecretName, "With --self-signed, the Secret (type kubernetes.io/tls) holding the CA shared by every replica: created when absent, reused, replaced before it expires (the caBundle carries old and new CA meanwhile). Empty: a CA in memory, for a single replica. Ignored without --self-signed.")
 	fs.StringVar(&o.CASecretNamespace, "ca-secret-namespace", o.CASecretNamespace, "Namespace of --ca-secret-name.")
-	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Policy file (the publisher's --config, usually the same ConfigMap): its profiles rewrite pods carrying the opt-in label <domain>/reclaimed=\"true\" on /mutate-pod. Without it no profile applies and such pods are refused. Reloaded when it changes; a broken new file is rejected and the last good one stays in force.")
+	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Policy file (the publisher's --config, usually the same ConfigMap): its profiles rewrite pods carrying the opt-in label <domain>/reclaimed=\"true\" on "+PodPath+". Without it no profile applies and such pods are refused. Reloaded when it changes; a broken new file is rejected and the last good one stays in force.")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "How often --config is checked for changes.")
 }
 
@@ -238,8 +238,11 @@ func (o *Options) Run(ctx context.Context) error {
 	h := NewHandler(names, o.StaleAfter, tracker.Alive, reg)
 	h.MaxRequestBytes = o.MaxRequestBytes
 	if o.ConfigFile != "" {
-		profiles := startProfiles(ctx, client, names, file, reg, health)
-		_ = profiles // wired into the pod path once it exists
+		h.SetPodRewriter(startProfiles(ctx, client, names, file, reg, health))
+	} else {
+		// No profiles: an opted-in pod is refused with a message saying so
+		// rather than created without the reclaimed resources it opted into.
+		h.SetPodRewriter(NewProfileRewriter(names, file.Config, nil, nil, reg))
 	}
 	logrus.WithFields(logrus.Fields{
 		"address": o.ListenAddress, "domain": names.Domain, "staleAfter": o.StaleAfter,

@@ -27,8 +27,8 @@ const DenialRewrite = "Rewrite"
 // empty on create) and a copy of the pod it may change.
 //
 // Only metadata.labels, metadata.annotations, spec.schedulerName,
-// spec.priorityClassName, spec.priority and the resources of containers and
-// init containers are patched back; a change to anything else denies the pod
+// spec.priorityClassName, spec.priority, spec.preemptionPolicy and the
+// resources of containers and init containers are patched back; a change to anything else denies the pod
 // (the webhook would otherwise drop it silently). An error denies the pod
 // with the error's message. It must be idempotent: the apiserver reinvokes
 // the webhook on a pod it already rewrote (reinvocationPolicy IfNeeded).
@@ -96,6 +96,9 @@ func podPatch(orig, pod *corev1.Pod) []patchOp {
 	if !reflect.DeepEqual(orig.Spec.Priority, pod.Spec.Priority) {
 		ops = append(ops, patchOp{Op: "add", Path: "/spec/priority", Value: pod.Spec.Priority})
 	}
+	if !reflect.DeepEqual(orig.Spec.PreemptionPolicy, pod.Spec.PreemptionPolicy) {
+		ops = append(ops, patchOp{Op: "add", Path: "/spec/preemptionPolicy", Value: pod.Spec.PreemptionPolicy})
+	}
 	for _, k := range []struct {
 		path       string
 		orig, next []corev1.Container
@@ -121,7 +124,7 @@ func rewroteOnlyPatchedFields(orig, pod *corev1.Pod) error {
 	strip := func(p *corev1.Pod) *corev1.Pod {
 		c := p.DeepCopy()
 		c.Labels, c.Annotations = nil, nil
-		c.Spec.SchedulerName, c.Spec.PriorityClassName, c.Spec.Priority = "", "", nil
+		c.Spec.SchedulerName, c.Spec.PriorityClassName, c.Spec.Priority, c.Spec.PreemptionPolicy = "", "", nil, nil
 		for _, cs := range [][]corev1.Container{c.Spec.InitContainers, c.Spec.Containers} {
 			for i := range cs {
 				cs[i].Resources = corev1.ResourceRequirements{}
@@ -130,7 +133,7 @@ func rewroteOnlyPatchedFields(orig, pod *corev1.Pod) error {
 		return c
 	}
 	if !apiequality.Semantic.DeepEqual(strip(orig), strip(pod)) {
-		return &unprocessedError{kind: ErrRewriteUnpatched, err: fmt.Errorf("the pod rewriter changed fields the pod webhook does not patch (only labels, annotations, schedulerName, priorityClassName, priority and container resources are)")}
+		return &unprocessedError{kind: ErrRewriteUnpatched, err: fmt.Errorf("the pod rewriter changed fields the pod webhook does not patch (only labels, annotations, schedulerName, priorityClassName, priority, preemptionPolicy and container resources are)")}
 	}
 	return nil
 }

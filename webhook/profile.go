@@ -34,8 +34,10 @@ type ProfileRewriter struct {
 	// config returns the policy file in force (hot reloaded).
 	config func() *policy.Config
 	// namespaceLabels returns a namespace's labels; an error when unknown.
+	// Not called while the configuration has no profiles.
 	namespaceLabels func(name string) (map[string]string, error)
-	// priorityClass returns a PriorityClass; an error when unknown.
+	// priorityClass returns a PriorityClass; an error when unknown. Only
+	// called for a profile with a priorityClassName.
 	priorityClass func(name string) (*schedulingv1.PriorityClass, error)
 	rewrites      *prometheus.CounterVec
 }
@@ -80,12 +82,16 @@ func (r *ProfileRewriter) RewritePod(namespace string, pod *corev1.Pod) error {
 		r.rewrites.WithLabelValues(pod.Annotations[r.names.Profile], ProfileOwnSplit).Inc()
 		return nil
 	}
-	nsLabels, err := r.namespaceLabels(namespace)
-	if err != nil {
-		r.rewrites.WithLabelValues("", ProfileDenied).Inc()
-		return fmt.Errorf("kube-reclaim cannot read the labels of namespace %q to choose a profile (%v); retry", namespace, err)
+	cfg := r.config()
+	var p *policy.Profile
+	if len(cfg.Profiles) > 0 {
+		nsLabels, err := r.namespaceLabels(namespace)
+		if err != nil {
+			r.rewrites.WithLabelValues("", ProfileDenied).Inc()
+			return fmt.Errorf("kube-reclaim cannot read the labels of namespace %q to choose a profile (%v); retry", namespace, err)
+		}
+		p = cfg.Profile(nsLabels, pod.Labels)
 	}
-	p := r.config().Profile(nsLabels, pod.Labels)
 	if p == nil {
 		r.rewrites.WithLabelValues("", ProfileNoMatch).Inc()
 		return fmt.Errorf("pod carries %s=true but no kube-reclaim profile selects it in namespace %q: "+

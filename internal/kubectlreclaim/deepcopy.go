@@ -1,6 +1,7 @@
 package kubectlreclaim
 
 import (
+	"maps"
 	"slices"
 	"time"
 
@@ -72,13 +73,36 @@ func (r *LeaseReport) DeepCopy() *LeaseReport {
 	return &c
 }
 
-// DeepCopyObject implements runtime.Object; PodReport holds only values.
+// DeepCopyObject implements runtime.Object.
 func (l *PodList) DeepCopyObject() runtime.Object {
 	if l == nil {
 		return nil
 	}
 	c := *l
 	c.Items = slices.Clone(l.Items)
+	for i := range c.Items {
+		c.Items[i].Rewritten = maps.Clone(l.Items[i].Rewritten)
+	}
+	return &c
+}
+
+// DeepCopyObject implements runtime.Object.
+func (r *PodExplainReport) DeepCopyObject() runtime.Object {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Rewritten = maps.Clone(r.Rewritten)
+	if r.Priority != nil {
+		p := *r.Priority
+		c.Priority = &p
+	}
+	if r.Containers != nil {
+		c.Containers = make([]ContainerResources, len(r.Containers))
+		for i, cr := range r.Containers {
+			c.Containers[i] = ContainerResources{Name: cr.Name, Init: cr.Init, Requests: cr.Requests.DeepCopy(), Limits: cr.Limits.DeepCopy()}
+		}
+	}
 	return &c
 }
 

@@ -29,8 +29,8 @@ type ExplainOptions struct {
 func newExplainCommand(o *Options) *cobra.Command {
 	e := &ExplainOptions{Options: o, freshnessFlags: defaultFreshness(), output: newOutputFlags(false)}
 	cmd := &cobra.Command{
-		Use:   "explain NODE",
-		Short: "Every term of the policy formula behind a node's published values",
+		Use:   "explain NODE | pod/NAME",
+		Short: "Every term of the policy formula behind a node's published values, or how kube-reclaim changed a pod",
 		Long: `Explains a node's published reclaimed CPU and memory: every term the policy
 applied, in order, with its value and the running result, in words; then checks
 that the terms evaluate to the published value. When the values do not count
@@ -38,14 +38,22 @@ that the terms evaluate to the published value. When the values do not count
 and what to check.
 
 Fails when the node has no annotation or the annotation cannot be read, and
-when the terms do not add up to the published value.`,
+when the terms do not add up to the published value.
+
+With pod/NAME (namespace from -n or the current context): the profile that
+rewrote the pod and what it rewrote, its reclaimed request, whether kubelet
+enforces the grant (native limits), and each container's resources.`,
 		Example: `  kubectl reclaim explain node-1
-  kubectl reclaim explain node-1 -o yaml`,
+  kubectl reclaim explain node-1 -o yaml
+  kubectl reclaim explain pod/train-1 -n batch`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			e.Node = args[0]
 			if err := e.Validate(); err != nil {
 				return err
+			}
+			if pod, ok := podArg(args[0]); ok {
+				return e.explainPod(cmd.Context(), pod)
 			}
 			return e.Run(cmd.Context())
 		},

@@ -37,6 +37,13 @@ type PodReport struct {
 	// Scheduler is the pod's spec.schedulerName.
 	Scheduler string    `json:"scheduler"`
 	Created   time.Time `json:"created"`
+	// Profile names the profile that rewrote the pod's native requests
+	// into reclaimed ones (the webhook's annotation), empty when none did.
+	Profile string `json:"profile,omitempty"`
+	// Rewritten is what the profile moved, per container.
+	Rewritten reclaimable.ProfileRewrite `json:"rewritten,omitempty"`
+	// RewriteError says why the rewrite record cannot be read.
+	RewriteError string `json:"rewriteError,omitempty"`
 }
 
 // PodList is the json/yaml document of `kubectl reclaim pods`.
@@ -59,6 +66,7 @@ func buildPodReport(pod *corev1.Pod, names reclaimable.Names, event *corev1.Even
 		Scheduler:      schedulerName(pod),
 		Created:        pod.CreationTimestamp.Time,
 	}
+	r.Profile, r.Rewritten, r.RewriteError = profileOf(pod, names)
 	if r.Phase == "" {
 		r.Phase = string(corev1.PodPending)
 	}
@@ -128,8 +136,10 @@ var podColumns = []metav1.TableColumnDefinition{
 	{Name: "Memory", Type: "string", Description: "Reclaimed memory the pod requests."},
 	{Name: "Phase", Type: "string", Description: "Pod phase; Terminating once deleted."},
 	{Name: "Age", Type: "string", Description: "Time since the pod was created."},
+	{Name: "Profile", Type: "string", Description: "The profile that rewrote the pod's native requests into reclaimed ones; <none> when the pod asked for them itself."},
 	{Name: "Message", Type: "string", Description: "Why an unbound pod waits (the last FailedScheduling event), or why it cannot use reclaimed capacity."},
 	{Name: "Scheduler", Type: "string", Priority: 1, Description: "The pod's scheduler (spec.schedulerName)."},
+	{Name: "Rewritten", Type: "string", Priority: 1, Description: "What the profile rewrote: each container's native cpu/memory requests, now its reclaimed grant."},
 }
 
 func podsTable(list *PodList, now time.Time) *metav1.Table {
@@ -144,13 +154,46 @@ func podsTable(list *PodList, now time.Time) *metav1.Table {
 		if p.LimitsMismatch {
 			msg = join("reclaimed requests differ from limits: the pod cannot use reclaimed capacity", msg)
 		}
+		profile := p.Profile
+		if profile == "" {
+			profile = "<none>"
+		}
+		if p.RewriteError != "" {
+			msg = join(p.RewriteError, msg)
+		}
 		t.Rows = append(t.Rows, metav1.TableRow{
 			Cells: []any{p.Name, node, FormatCPU(p.Requested.CPUMilli), FormatMemory(p.Requested.MemoryBytes), p.Phase,
-				age(now, p.Created), oneLine(msg), p.Scheduler},
+				age(now, p.Created), profile, oneLine(msg), p.Scheduler, formatRewrite(p.Rewritten)},
 			Object: rowObject("Pod", p.Namespace, p.Name),
 		})
 	}
 	return t
+}
+
+// profileOf reads the webhook's profile annotations.
+func profileOf(pod *corev1.Pod, names reclaimable.Names) (profile string, rec reclaimable.ProfileRewrite, problem string) {
+	profile = pod.Annotations[names.Profile]
+	raw, ok := pod.Annotations[names.ProfileRewrite]
+	if profile == "" || !ok {
+		return profile, nil, ""
+	}
+	rec, err := reclaimable.ParseProfileRewrite(raw)
+	if err != nil {
+		return profile, nil, fmt.Sprintf("%s: %v", names.ProfileRewrite, err)
+	}
+	return profile, rec, ""
+}
+
+// formatRewrite is "app=500m/1Gi,init=1/64Mi": container=cpu/memory.
+func formatRewrite(rec reclaimable.ProfileRewrite) string {
+	if len(rec) == 0 {
+		return "<none>"
+	}
+	parts := make([]string, 0, len(rec))
+	for _, c := range rec.Containers() {
+		parts = append(parts, c+"="+FormatCPU(rec[c].CPUMilli)+"/"+FormatMemory(rec[c].MemoryBytes))
+	}
+	return strings.Join(parts, ",")
 }
 
 func join(a, b string) string {

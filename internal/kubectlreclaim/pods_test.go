@@ -53,13 +53,13 @@ func TestPodsAllNamespacesShowsWhereTheyRunAndWhyTheyWait(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAMESPACE   NAME      NODE     CPU    MEMORY   PHASE       AGE   MESSAGE\n" +
-		"batch       big       <none>   8      8Gi      Pending     5m    0/2 nodes are available: 1 Insufficient kube-reclaim.io/reclaimed-memory, 1 node(s) had stale reclaimable annotation.\n" +
-		"batch       cond      <none>   100m   0        Pending     5m    0/3 nodes are available: 3 Insufficient kube-reclaim.io/reclaimed-cpu.\n" +
-		"batch       done      node-a   2      2Gi      Succeeded   5m    \n" +
-		"batch       train-1   node-a   1      1Gi      Running     5m    \n" +
-		"ml          bad       node-a   500m   0        Running     5m    reclaimed requests differ from limits: the pod cannot use reclaimed capacity\n" +
-		"ml          fresh     <none>   250m   256Mi    Pending     5m    no scheduling attempt recorded yet; is the scheduler \"kube-reclaim-scheduler\" running?\n"
+		"NAMESPACE   NAME      NODE     CPU    MEMORY   PHASE       AGE   PROFILE   MESSAGE\n" +
+		"batch       big       <none>   8      8Gi      Pending     5m    <none>    0/2 nodes are available: 1 Insufficient kube-reclaim.io/reclaimed-memory, 1 node(s) had stale reclaimable annotation.\n" +
+		"batch       cond      <none>   100m   0        Pending     5m    <none>    0/3 nodes are available: 3 Insufficient kube-reclaim.io/reclaimed-cpu.\n" +
+		"batch       done      node-a   2      2Gi      Succeeded   5m    <none>    \n" +
+		"batch       train-1   node-a   1      1Gi      Running     5m    <none>    \n" +
+		"ml          bad       node-a   500m   0        Running     5m    <none>    reclaimed requests differ from limits: the pod cannot use reclaimed capacity\n" +
+		"ml          fresh     <none>   250m   256Mi    Pending     5m    <none>    no scheduling attempt recorded yet; is the scheduler \"kube-reclaim-scheduler\" running?\n"
 	if out != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out, want)
 	}
@@ -74,9 +74,9 @@ func TestPodsInOneNamespaceDropTheNamespaceColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"NAME    NODE     CPU    MEMORY   PHASE     AGE   MESSAGE\n" +
-		"bad     node-a   500m   0        Running   5m    reclaimed requests differ from limits: the pod cannot use reclaimed capacity\n" +
-		"fresh   <none>   250m   256Mi    Pending   5m    no scheduling attempt recorded yet; is the scheduler \"kube-reclaim-scheduler\" running?\n"
+		"NAME    NODE     CPU    MEMORY   PHASE     AGE   PROFILE   MESSAGE\n" +
+		"bad     node-a   500m   0        Running   5m    <none>    reclaimed requests differ from limits: the pod cannot use reclaimed capacity\n" +
+		"fresh   <none>   250m   256Mi    Pending   5m    <none>    no scheduling attempt recorded yet; is the scheduler \"kube-reclaim-scheduler\" running?\n"
 	if out != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out, want)
 	}
@@ -127,8 +127,8 @@ func TestPodsWideAddsTheSchedulerAndNoHeadersDropsTheHeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "" +
-		"bad     node-a   500m   0       Running   5m    reclaimed requests differ from limits: the pod cannot use reclaimed capacity             default-scheduler\n" +
-		"fresh   <none>   250m   256Mi   Pending   5m    no scheduling attempt recorded yet; is the scheduler \"kube-reclaim-scheduler\" running?   kube-reclaim-scheduler\n"
+		"bad     node-a   500m   0       Running   5m    <none>   reclaimed requests differ from limits: the pod cannot use reclaimed capacity             default-scheduler        <none>\n" +
+		"fresh   <none>   250m   256Mi   Pending   5m    <none>   no scheduling attempt recorded yet; is the scheduler \"kube-reclaim-scheduler\" running?   kube-reclaim-scheduler   <none>\n"
 	if out != want {
 		t.Errorf("wide table:\n%s\nwant:\n%s", out, want)
 	}
