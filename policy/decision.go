@@ -113,23 +113,19 @@ func (d Decision) Writes() bool { return d.WriteAnnotation || d.WriteStatus }
 // computed, and now.
 //
 // The annotation is rewritten, with the reason in this order of precedence:
-//
 //   - initial: there is no previous annotation;
-//
 //   - decreased: a resource went down. Outside a refresh, a decrease
 //     strictly below the decrease threshold that stays at or above what
 //     reclaimed pods hold is noise: the previous value is kept for that
 //     resource (and it is not a reason to write);
-//
 //   - changed: a resource went up by strictly more than the change
 //     threshold, or up from zero;
-//
 //   - refresh: the previous write is older than the refresh interval, or
 //     more than that in the future. A refresh publishes the computed values,
-//     so nothing held back outlives it.
-//
-//   - held-changed: the room stays but what reclaimed pods hold is not what
-//     the annotation says, so the floor readers apply would be wrong.
+//     so nothing held back outlives it;
+//   - held-changed: the room stays (as published) but what reclaimed pods
+//     hold is not what the annotation says, so the floor readers apply
+//     would be wrong.
 //
 // Otherwise the annotation stays and Values are its values. The status is
 // written whenever it does not carry Status = max(Values, Held), alone with
@@ -157,7 +153,7 @@ func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate)
 	case refreshDue:
 		d.Reason = PublishRefresh
 	case prev.Held != obs.Held:
-		// The room held back stays as published.
+		// Any change of the room itself was held back: it stays as published.
 		d.Values, d.Reason = old, PublishHeldChanged
 	default:
 		d = Decision{Values: old, Reason: HoldUnchanged}
