@@ -93,6 +93,17 @@ func (e *env) testEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitRunning(t, ns, 6)
+	if l, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		var order []string
+		for _, p := range l.Items {
+			prio := "none"
+			if p.Spec.Priority != nil {
+				prio = fmt.Sprint(*p.Spec.Priority)
+			}
+			order = append(order, fmt.Sprintf("%s (priority %s, created %s)", p.Name, prio, p.CreationTimestamp.Format(time.TimeOnly)))
+		}
+		t.Logf("batch pods: %s", strings.Join(order, ", "))
+	}
 
 	// Before the rise every node's room covers what its pods hold. The rise
 	// is calibrated on the room published now rather than on the formula,
