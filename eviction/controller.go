@@ -328,7 +328,15 @@ func apiMessage(err error) string {
 
 func cpuText(m int64) string { return fmt.Sprintf("%dm", m) }
 
-func memText(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }
+// memText renders bytes as a quantity; an amount that is not a whole number
+// of MiB (a computed room) would print as a raw byte count, so it is rounded
+// down to MiB.
+func memText(b int64) string {
+	if b%(1<<20) != 0 {
+		b = b >> 20 << 20
+	}
+	return resource.NewQuantity(b, resource.BinarySI).String()
+}
 
 // overText says what the node holds beyond its room, as
 // "room 0m cpu, held 4000m".
