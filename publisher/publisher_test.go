@@ -176,8 +176,8 @@ func TestCycleEvictsTheLowestPriorityPodWhenHeldExceedsTheRoom(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	first := time.Now() // no later than the first cycle's look at the node
 	p.Cycle(ctx)
-	first := time.Now()
 	if len(evicted) != 0 {
 		t.Fatalf("evicted %v in the first cycle over the room, before any grace", evicted)
 	}
