@@ -68,6 +68,9 @@ func (e *env) testEviction(t *testing.T) {
 	pod := func(name, node, class string) *corev1.Pod {
 		p := framework.ReclaimedPod(ns, name, evictPodCPU, evictPodMem)
 		p.Spec.NodeName, p.Spec.PriorityClassName = node, class
+		if node == guardedNode {
+			p.Labels["kube-reclaim.test/guarded"] = "yes"
+		}
 		return p
 	}
 	// Two generations a clock second apart, so that creation times (second
@@ -82,12 +85,6 @@ func (e *env) testEviction(t *testing.T) {
 		Spec: policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr(intstr.FromInt32(0)),
 			Selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
 				{Key: "kube-reclaim.test/guarded", Operator: metav1.LabelSelectorOpExists}}}},
-	}
-	for _, name := range []string{"guarded-0", "guarded-1"} {
-		if _, err := e.c.Client.CoreV1().Pods(ns).Patch(ctx, name, "application/merge-patch+json",
-			[]byte(`{"metadata":{"labels":{"kube-reclaim.test/guarded":"yes"}}}`), metav1.PatchOptions{}); err != nil {
-			t.Fatal(err)
-		}
 	}
 	if _, err := e.c.Client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
