@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -320,7 +321,8 @@ func (c *Controller) event(ref *corev1.ObjectReference, eventType, reason, msg s
 }
 
 func apiMessage(err error) string {
-	if s, ok := err.(apierrors.APIStatus); ok {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
 		return s.Status().Message
 	}
 	return err.Error()
