@@ -2,6 +2,7 @@ package eviction
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -42,6 +43,7 @@ type Controller struct {
 	recorder record.EventRecorder
 	clock    clock.Clock
 	timeout  time.Duration
+	slack    time.Duration
 	m        *metrics
 
 	// overSince is when each node was first seen over its room in the
@@ -92,7 +94,7 @@ func New(cfg Config, reg prometheus.Registerer) *Controller {
 		clk = clock.RealClock{}
 	}
 	return &Controller{opts: o, names: cfg.Names, client: cfg.Client, pods: cfg.Pods, clock: clk,
-		timeout: cfg.Timeout, m: newMetrics(reg),
+		timeout: cfg.Timeout, slack: cfg.Period / 10, m: newMetrics(reg),
 		overSince: map[string]time.Time{}, seen: map[string]bool{}, nodeLimits: map[string]*rate.Limiter{},
 		cluster: rate.NewLimiter(perMinute(o.ClusterRate), o.ClusterBurst),
 		refused: flowcontrol.NewFakeBackOff(cfg.Period, 16*cfg.Period, clk),
@@ -124,7 +126,10 @@ func (c *Controller) Observe(node string, res policy.Result, held reclaimable.Re
 	if !ok {
 		c.overSince[node], since = now, now
 	}
-	if c.opts.Mode != ModeOff && now.Sub(since) >= c.opts.Grace {
+	// Cycles start on a ticker, but this runs after the cycle's metrics
+	// reads, whose duration varies: without a little slack, a grace of
+	// exactly n periods would often take n+1.
+	if c.opts.Mode != ModeOff && now.Sub(since)+c.slack >= c.opts.Grace {
 		c.due = append(c.due, dueNode{name: node, room: res.Resources})
 	}
 }
@@ -244,7 +249,7 @@ func (c *Controller) actOn(ctx context.Context, d dueNode) {
 			log.WithField("pod", v.Key()).Info("eviction rate limit reached; the rest waits for a later cycle")
 			return
 		}
-		if !c.evict(ctx, d.name, plan, v, log.WithField("pod", v.Key())) {
+		if !c.evict(ctx, d.name, plan, v, log.WithFields(logrus.Fields{"pod": v.Key(), "priority": v.Priority, "created": v.Created})) {
 			// Stop at the first refusal or error: the plan assumed this pod
 			// gone. The next cycle plans again, without it while it backs
 			// off, so a node makes at most one refused call per cycle.
@@ -316,7 +321,8 @@ func (c *Controller) event(ref *corev1.ObjectReference, eventType, reason, msg s
 }
 
 func apiMessage(err error) string {
-	if s, ok := err.(apierrors.APIStatus); ok {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
 		return s.Status().Message
 	}
 	return err.Error()
@@ -324,7 +330,15 @@ func apiMessage(err error) string {
 
 func cpuText(m int64) string { return fmt.Sprintf("%dm", m) }
 
-func memText(b int64) string { return resource.NewQuantity(b, resource.BinarySI).String() }
+// memText renders bytes as a quantity; an amount that is not a whole number
+// of MiB (a computed room) would print as a raw byte count, so it is rounded
+// down to MiB.
+func memText(b int64) string {
+	if b%(1<<20) != 0 {
+		b = b >> 20 << 20
+	}
+	return resource.NewQuantity(b, resource.BinarySI).String()
+}
 
 // overText says what the node holds beyond its room, as
 // "room 0m cpu, held 4000m".

@@ -432,6 +432,22 @@ func TestRateLimitsSpreadEvictionsOverCycles(t *testing.T) {
 	}
 }
 
+func TestEventTextIsReadable(t *testing.T) {
+	plan := Plan{Room: res(0, 1684432486), Held: res(6000, 12*gi)}
+	v := Candidate{Reclaimed: res(2000, 4*gi)}
+	if got, want := overText(plan)+"; evicted to free "+freeText(plan, v),
+		"room 0m cpu, held 6000m; room 1606Mi memory, held 12Gi; evicted to free 2000m cpu, 4Gi memory"; got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+	plan = Plan{Room: res(0, 64*gi), Held: res(4000, gi)}
+	if got, want := overText(plan)+"; evicted to free "+freeText(plan, v), "room 0m cpu, held 4000m; evicted to free 2000m"; got != want {
+		t.Errorf("text %q, want %q", got, want)
+	}
+	if got := overReason(plan); got != "over-room-cpu" {
+		t.Errorf("reason %q, want over-room-cpu", got)
+	}
+}
+
 func TestOptionsValidateReportsEveryProblem(t *testing.T) {
 	o := Options{Mode: "yes", Grace: -time.Second, NodeRate: 0, ClusterRate: -1, NodeBurst: 0, ClusterBurst: 0}
 	err := o.Validate()

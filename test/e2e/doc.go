@@ -11,5 +11,5 @@
 //
 // It takes about 15 minutes on 2 cores. -short skips the long tests (the
 // usage trace and the fault tests that wait out real timeouts) and keeps
-// the extender, burst and bad-input tests.
+// the extender, burst, bad-input and eviction tests.
 package e2e
