@@ -37,7 +37,7 @@ const (
 // OptInLabel is the pod label that sends a pod without reclaimed requests to
 // the pod webhook (profiles rewrite such pods), "<domain>/reclaimed" with
 // value "true".
-func OptInLabel(names reclaimable.Names) string { return names.Domain + "/reclaimed" }
+func OptInLabel(names reclaimable.Names) string { return names.ReclaimedLabel }
 
 // PodMatchCondition is the CEL expression that selects the pods the API
 // server sends to the pod webhook: any container or init container with a

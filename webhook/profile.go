@@ -127,10 +127,14 @@ func (r *ProfileRewriter) apply(p *policy.Profile, pod *corev1.Pod) error {
 		pod.Spec.SchedulerName = p.SchedulerName
 	}
 	if pc != nil {
-		// The Priority admission plugin has already resolved the pod's own
-		// class into spec.priority before any webhook runs, and on
-		// reinvocation it refuses a priority that differs from the class:
-		// the class, its value and its preemption policy change together.
+		// The Priority admission plugin has resolved the pod's own class
+		// into spec.priority before any webhook runs, and runs again when a
+		// webhook changed the pod (reinvocationPolicy IfNeeded). Setting the
+		// class alone is refused there, as measured on the real apiserver:
+		// "the integer value of priority (0) must not be provided in pod
+		// spec; priority admission controller computed -5 from the given
+		// PriorityClass name". So the class, its value and its preemption
+		// policy change together.
 		pod.Spec.PriorityClassName = pc.Name
 		v := pc.Value
 		pod.Spec.Priority = &v
