@@ -28,7 +28,8 @@
 //   - takes part but would be granted no memory (no reclaimed memory and no
 //     native memory request): it would run without a memory limit;
 //   - takes part but would be granted no CPU (no reclaimed cpu and no native
-//     cpu request): it would run without a CPU quota.
+//     cpu request): it would run without a CPU quota;
+//   - has a grant that does not fit in 64 bits.
 //
 // Enforce is idempotent: a second call (reinvocation, a second webhook)
 // changes nothing. Enforced reports whether Enforce would change nothing and
@@ -41,6 +42,7 @@ package enforcement
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -58,6 +60,7 @@ const (
 	ReasonNegative        Reason = "Negative"
 	ReasonNoMemoryGrant   Reason = "NoMemoryGrant"
 	ReasonNoCPUGrant      Reason = "NoCPUGrant"
+	ReasonTooLarge        Reason = "TooLarge"
 	// ReasonNotEnforced is only reported by Enforced: Enforce would change
 	// the container.
 	ReasonNotEnforced Reason = "NotEnforced"
@@ -176,6 +179,7 @@ type native struct {
 	hasRequest bool
 	limit      int64 // 0 when absent
 	hasLimit   bool
+	overflow   bool // request + reclaimed overflows int64
 }
 
 // plan is the outcome of Enforce for one container.
@@ -221,6 +225,12 @@ func planFor(c *corev1.Container, init bool, names reclaimable.Names) (plan, []P
 	}
 	p.cpu = nativeOf(c, corev1.ResourceCPU, reclaimedCPU, func(q *resource.Quantity) int64 { return q.MilliValue() })
 	p.mem = nativeOf(c, corev1.ResourceMemory, reclaimedMem, func(q *resource.Quantity) int64 { return q.Value() })
+	for _, n := range []native{p.cpu, p.mem} {
+		if n.overflow {
+			problem(ReasonTooLarge, "its %s grant (native request + reclaimed amount) does not fit in 64 bits; request a realistic amount", n.name)
+			return p, probs
+		}
+	}
 	if p.mem.grant <= 0 {
 		problem(ReasonNoMemoryGrant, "asks for %s but is granted no memory (no %s, no native memory request), so it would run without a memory limit; add %s (requests and limits) or a native memory request",
 			names.CPU, names.Memory, names.Memory)
@@ -236,7 +246,11 @@ func nativeOf(c *corev1.Container, name corev1.ResourceName, reclaimed int64, va
 	n := native{name: name, grant: reclaimed}
 	if q, ok := c.Resources.Requests[name]; ok {
 		n.hasRequest = true
-		n.grant += value(&q)
+		v := value(&q)
+		if v > 0 && n.grant > math.MaxInt64-v {
+			n.overflow = true
+		}
+		n.grant += v
 	}
 	if q, ok := c.Resources.Limits[name]; ok {
 		n.hasLimit = true

@@ -221,6 +221,12 @@ func TestEnforce(t *testing.T) {
 			wantReasons: []Reason{ReasonNegative, ReasonNoCPUGrant},
 		},
 		{
+			name:        "a grant that overflows is refused",
+			spec:        corev1.PodSpec{Containers: []corev1.Container{ctr("huge", rl("rcpu", "9223372036854775807", "rmem", "1Gi", "cpu", "1"), rl("rcpu", "9223372036854775807", "rmem", "1Gi"))}},
+			wantErr:     []string{`container "huge": its cpu grant (native request + reclaimed amount) does not fit in 64 bits`},
+			wantReasons: []Reason{ReasonTooLarge},
+		},
+		{
 			name: "every problem of every container is listed at once and nothing is changed",
 			spec: corev1.PodSpec{
 				InitContainers: []corev1.Container{ctr("i", rl("rcpu", "1000"), rl("rcpu", "1000"))},

@@ -92,7 +92,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "pod_denials_total",
-			Help:      "Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant). One pod may count under several reasons.",
+			Help:      "Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant, TooLarge; Rewrite for a profile rewrite error). One pod may count under several reasons.",
 		}, []string{"reason"}),
 		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kube_reclaim",
@@ -122,7 +122,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.patches.WithLabelValues(k)
 	}
 	for _, r := range []string{string(enforcement.ReasonRequestNotLimit), string(enforcement.ReasonNegative),
-		string(enforcement.ReasonNoMemoryGrant), string(enforcement.ReasonNoCPUGrant), DenialRewrite} {
+		string(enforcement.ReasonNoMemoryGrant), string(enforcement.ReasonNoCPUGrant), string(enforcement.ReasonTooLarge), DenialRewrite} {
 		m.denials.WithLabelValues(r)
 	}
 	for _, k := range []string{ErrBodyTooLarge, ErrReadBody, ErrNotAdmissionReview, ErrMalformed, ErrNoRequest,

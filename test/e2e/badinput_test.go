@@ -185,7 +185,7 @@ func (e *env) testRequestsNotLimits(t *testing.T, ns string) {
 			t.Logf("%s: rejected by the apiserver: %v", tc.name, err)
 			msg := err.Error()
 			byWebhook := apierrors.IsForbidden(err) && strings.Contains(msg, `admission webhook "pods.kube-reclaim.io" denied the request`) &&
-				strings.Contains(msg, string(names.CPU)+" request") && strings.Contains(msg, "limit")
+				strings.Contains(msg, string(names.CPU)) && (strings.Contains(msg, "set limits.") || strings.Contains(msg, "set them equal"))
 			byValidation := apierrors.IsInvalid(err) && (strings.Contains(msg, "must be equal to "+string(names.CPU)+" limit") ||
 				strings.Contains(msg, "Limit must be set for non overcommitable resources"))
 			if !byWebhook && !byValidation {

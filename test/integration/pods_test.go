@@ -196,6 +196,39 @@ func TestPodEnforcement(t *testing.T) {
 		}
 	})
 
+	t.Run("ResourceQuota: a reclaimed pod is charged its grant under limits and nothing under requests", func(t *testing.T) {
+		const qns = "enforce-quota"
+		framework.CreateNamespace(t, c, qns)
+		waitDefaultServiceAccount(t, c, qns)
+		rq := &corev1.ResourceQuota{ObjectMeta: metav1.ObjectMeta{Name: "q", Namespace: qns}, Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
+			corev1.ResourceRequestsCPU: resource.MustParse("1"), corev1.ResourceRequestsMemory: resource.MustParse("1Gi"),
+			corev1.ResourceLimitsCPU: resource.MustParse("8"), corev1.ResourceLimitsMemory: resource.MustParse("16Gi"),
+		}}}
+		if _, err := c.Client.CoreV1().ResourceQuotas(qns).Create(ctx, rq, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Quota admission refuses pods until the quota controller has
+		// computed the quota's status.
+		var err error
+		framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
+			_, err = c.Client.CoreV1().Pods(qns).Create(ctx, framework.ReclaimedPod(qns, "batch", 2000, 4<<30), metav1.CreateOptions{})
+			return err == nil
+		})
+		if err != nil {
+			t.Fatalf("reclaimed pod under a quota on requests and limits: %v", err)
+		}
+		got, err := c.Client.CoreV1().ResourceQuotas(qns).Get(ctx, "q", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		used := got.Status.Used
+		t.Logf("quota used after one reclaimed pod (2 cores, 4Gi): %v", used)
+		if used.Name(corev1.ResourceLimitsCPU, resource.DecimalSI).MilliValue() != 2000 || used.Name(corev1.ResourceLimitsMemory, resource.BinarySI).Value() != 4<<30 ||
+			!used.Name(corev1.ResourceRequestsCPU, resource.DecimalSI).IsZero() || !used.Name(corev1.ResourceRequestsMemory, resource.BinarySI).IsZero() {
+			t.Errorf("want limits.cpu 2, limits.memory 4Gi, requests 0; used %v", used)
+		}
+	})
+
 	t.Run("webhook down: a reclaimed pod is refused naming the webhook, a regular pod is created", func(t *testing.T) {
 		if err := c.KillComponent("webhook"); err != nil {
 			t.Fatal(err)
