@@ -22,6 +22,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	o.TLSReloadInterval = -time.Second
 	o.MaxRequestBytes = 100
 	o.PublisherLeaseNamespace = ""
+	o.ConfigFile, o.ConfigReloadInterval = "/etc/kube-reclaim/policy.yaml", 0
 	err := o.Validate()
 	if err == nil {
 		t.Fatal("Validate accepted invalid flags")
@@ -34,6 +35,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 		"--tls-reload-interval must be positive",
 		"--max-request-bytes must be at least 65536",
 		"--publisher-lease-namespace",
+		"--config-reload-interval must be positive",
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)

@@ -21,7 +21,7 @@ const (
 	ProfileOptedOut  = "opted-out" // labelled, but the opt-out annotation is set
 	ProfileNoMatch   = "no-match"  // labelled, no profile selects it: denied
 	ProfileDenied    = "denied"    // a profile selects it but it cannot be rewritten safely
-	ProfileOwnSplit  = "own-split" // labelled and already requesting reclaimed resources: left as is
+	ProfileOwnSplit  = "own-split" // labelled and already requesting reclaimed resources (also every reinvocation): left as is
 )
 
 // ProfileRewriter turns pods carrying the opt-in label into reclaimed pods
@@ -79,7 +79,9 @@ func (r *ProfileRewriter) RewritePod(namespace string, pod *corev1.Pod) error {
 	if r.names.IsReclaimedPod(pod) {
 		// Either this webhook's own result (reinvocation) or a pod that
 		// chose its split of native and reclaimed itself: enforced as is.
-		r.rewrites.WithLabelValues(pod.Annotations[r.names.Profile], ProfileOwnSplit).Inc()
+		// No profile label: the annotation is the pod author's to write, and
+		// a metric label must stay bounded.
+		r.rewrites.WithLabelValues("", ProfileOwnSplit).Inc()
 		return nil
 	}
 	cfg := r.config()

@@ -416,6 +416,15 @@ func TestDeploy(t *testing.T) {
 		forbidden("webhook", "list MutatingWebhookConfigurations", err)
 		_, err = wh.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		forbidden("webhook", "list nodes", err)
+		// Profiles: namespace labels and PriorityClasses through informers.
+		_, err = wh.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+		allowed("webhook", "list namespaces", err)
+		_, err = wh.SchedulingV1().PriorityClasses().List(ctx, metav1.ListOptions{})
+		allowed("webhook", "list priorityclasses", err)
+		_, err = wh.CoreV1().Namespaces().Get(ctx, ns, metav1.GetOptions{})
+		forbidden("webhook", "get a namespace (its informers only list and watch)", err)
+		_, err = wh.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		forbidden("webhook", "list pods", err)
 
 		ext := as("kube-reclaim-extender")
 		_, err = ext.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

@@ -162,7 +162,8 @@ type Stack struct {
 	Ports    Ports
 	Deployed *Deployed
 	args     map[string][]string
-	// PolicyFile is the publisher's --config; rewrite it to reload.
+	// PolicyFile is the publisher's and the webhook's --config (as in
+	// deploy/); rewrite it to reload.
 	PolicyFile string
 }
 
@@ -202,7 +203,7 @@ func Start(ctx context.Context, c *cluster.Cluster, bin string, ports Ports, opt
 	local := map[string][]string{
 		Publisher: {fmt.Sprintf("--health-address=127.0.0.1:%d", ports.PublisherHealth), "--config=" + s.PolicyFile},
 		Webhook: {fmt.Sprintf("--health-address=127.0.0.1:%d", ports.WebhookHealth), fmt.Sprintf("--listen-address=127.0.0.1:%d", ports.Webhook),
-			"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile},
+			"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile, "--config=" + s.PolicyFile},
 		Extender: {fmt.Sprintf("--health-address=127.0.0.1:%d", ports.ExtenderHealth), fmt.Sprintf("--listen-address=127.0.0.1:%d", ports.Extender)},
 	}
 	for _, r := range []string{Publisher, Webhook, Extender} {
