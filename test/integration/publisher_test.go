@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
@@ -355,19 +356,24 @@ func TestPublisher(t *testing.T) {
 		_ = killed
 	})
 
-	t.Run("metrics-server stopped: every node reaches zero within metrics-stale-after plus two periods, and recovers", func(t *testing.T) {
+	t.Run("metrics-server stopped: every node's room reaches zero within metrics-stale-after plus two periods, its status what is held, and recovers", func(t *testing.T) {
 		if err := c.StopComponent(cluster.MetricsServer); err != nil {
 			t.Fatal(err)
 		}
 		bound := pubMetricsStale + 2*pubPeriod
+		// Only node 2 runs a reclaimed pod: its status stays at what the pod
+		// holds, the others' goes to zero.
+		held := map[string]reclaimable.Resources{nodes[2]: {CPUMilli: 1000, MemoryBytes: 1 << 30}}
 		for _, n := range nodes {
 			took, ok := framework.Poll(bound+10*time.Second, 500*time.Millisecond, func() bool {
 				v := view(t, c, n)
-				return v.Ann != nil && v.Ann.CPUMilli == 0 && v.Ann.MemoryBytes == 0 && v.HasStatus && v.Capacity.IsZero() && v.Allocatable.IsZero()
+				return v.Ann != nil && v.Ann.CPUMilli == 0 && v.Ann.MemoryBytes == 0 && v.Ann.HeldValues() == held[n] &&
+					v.HasStatus && v.Capacity == held[n] && v.Allocatable == held[n]
 			})
 			if !ok {
 				v := view(t, c, n)
-				t.Fatalf("node %s not zero: annotation %s, capacity %+v, allocatable %+v", n, v.Raw, v.Capacity, v.Allocatable)
+				t.Fatalf("node %s: room not zero or status not at what is held (%+v): annotation %s, capacity %+v, allocatable %+v",
+					n, held[n], v.Raw, v.Capacity, v.Allocatable)
 			}
 			if took > bound {
 				t.Errorf("node %s: zero after %s, want <= %s", n, took, bound)
