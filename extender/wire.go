@@ -2,6 +2,7 @@ package extender
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"reflect"
 	"unsafe"
@@ -148,7 +149,7 @@ func unmarshal(api jsoniter.API, body []byte, v any, attachment any) bool {
 		return false
 	}
 	iter.WhatIsNext() // sets io.EOF when only white space is left
-	return iter.Error == io.EOF
+	return errors.Is(iter.Error, io.EOF)
 }
 
 // plainString reports whether b, the raw bytes between two quotes, is the

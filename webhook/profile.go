@@ -90,7 +90,7 @@ func (r *ProfileRewriter) RewritePod(namespace string, pod *corev1.Pod) error {
 		nsLabels, err := r.namespaceLabels(namespace)
 		if err != nil {
 			r.rewrites.WithLabelValues("", ProfileDenied).Inc()
-			return fmt.Errorf("kube-reclaim cannot read the labels of namespace %q to choose a profile (%v); retry", namespace, err)
+			return fmt.Errorf("kube-reclaim cannot read the labels of namespace %q to choose a profile (%w); retry", namespace, err)
 		}
 		p = cfg.Profile(nsLabels, pod.Labels)
 	}
@@ -119,7 +119,7 @@ func (r *ProfileRewriter) apply(p *policy.Profile, pod *corev1.Pod) error {
 	var pc *schedulingv1.PriorityClass
 	if p.PriorityClassName != "" {
 		if pc, err = r.priorityClass(p.PriorityClassName); err != nil {
-			return fmt.Errorf("its priorityClassName %q: %v", p.PriorityClassName, err)
+			return fmt.Errorf("its priorityClassName %q: %w", p.PriorityClassName, err)
 		}
 	}
 	if err := toReclaimed(&pod.Spec, r.names, rec); err != nil {

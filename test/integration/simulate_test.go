@@ -353,7 +353,7 @@ func TestKubectlReclaimSimulate(t *testing.T) {
 			Control: func() error {
 				_, err := reader.CoreV1().ConfigMaps(controlNS).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, metav1.CreateOptions{})
 				if !apierrors.IsForbidden(err) {
-					return fmt.Errorf("the reader's write was not refused: %v", err)
+					return fmt.Errorf("the reader's write was not refused: %w", err)
 				}
 				return nil
 			},
