@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -164,7 +163,7 @@ func (r *NodeReport) policy() string {
 
 // Sort keys of --sort-by. name sorts ascending; every other key sorts
 // largest first (like kubectl top), ties by name, rows without the value last.
-var nodeSortKeys = map[string]func(*NodeReport) (int64, bool){
+var nodeSortKeys = sortKeys[NodeReport]{
 	"room-cpu":    func(r *NodeReport) (int64, bool) { return r.Room.CPUMilli, true },
 	"room-memory": func(r *NodeReport) (int64, bool) { return r.Room.MemoryBytes, true },
 	"held-cpu":    func(r *NodeReport) (int64, bool) { return r.Held.CPUMilli, true },
@@ -191,45 +190,6 @@ var nodeSortKeys = map[string]func(*NodeReport) (int64, bool){
 		}
 		return -r.Annotation.WriteTime.UnixNano(), true
 	},
-}
-
-func sortKeyNames() []string {
-	keys := []string{"name"}
-	for k := range nodeSortKeys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys[1:])
-	return keys
-}
-
-// sortNodes orders rows by key (see nodeSortKeys); "" means name.
-func sortNodes(rows []NodeReport, key string) error {
-	byName := func(a, b *NodeReport) int { return strings.Compare(a.Name, b.Name) }
-	if key == "" || key == "name" {
-		slices.SortStableFunc(rows, func(a, b NodeReport) int { return byName(&a, &b) })
-		return nil
-	}
-	get, ok := nodeSortKeys[key]
-	if !ok {
-		return fmt.Errorf("--sort-by: %q is not one of %s", key, strings.Join(sortKeyNames(), ", "))
-	}
-	slices.SortStableFunc(rows, func(a, b NodeReport) int {
-		va, oka := get(&a)
-		vb, okb := get(&b)
-		switch {
-		case oka != okb:
-			if oka {
-				return -1
-			}
-			return 1
-		case va > vb:
-			return -1
-		case va < vb:
-			return 1
-		}
-		return byName(&a, &b)
-	})
-	return nil
 }
 
 // nodeColumns are the columns of `kubectl reclaim nodes`; -o wide adds
@@ -335,7 +295,7 @@ two lease durations), followed by ",OverRoom" when HELD exceeds ROOM.`,
 	}
 	n.output.addFlags(cmd)
 	fs := cmd.Flags()
-	fs.StringVar(&n.SortBy, "sort-by", n.SortBy, "Sort the rows by one of: "+strings.Join(sortKeyNames(), ", ")+
+	fs.StringVar(&n.SortBy, "sort-by", n.SortBy, "Sort the rows by one of: "+strings.Join(nodeSortKeys.names(), ", ")+
 		". Values sort largest first, name and ties alphabetically.")
 	fs.StringVarP(&n.Selector, "selector", "l", n.Selector, "Label selector of the nodes (like kubectl get -l), e.g. -l 'pool=batch,!gpu'.")
 	n.addFlags(fs)
@@ -348,8 +308,8 @@ func (n *NodesOptions) Validate() error {
 	if err := n.output.validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if n.SortBy != "" && n.SortBy != "name" && nodeSortKeys[n.SortBy] == nil {
-		errs = append(errs, fmt.Errorf("--sort-by: %q is not one of %s", n.SortBy, strings.Join(sortKeyNames(), ", ")))
+	if err := nodeSortKeys.validate(n.SortBy); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := labels.Parse(n.Selector); err != nil {
 		errs = append(errs, fmt.Errorf("--selector: %w", err))
@@ -377,7 +337,7 @@ func (n *NodesOptions) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := sortNodes(list.Items, n.SortBy); err != nil {
+	if err := nodeSortKeys.sort(list.Items, n.SortBy, func(r *NodeReport) string { return r.Name }); err != nil {
 		return err
 	}
 	if n.output.machineReadable() {

@@ -178,7 +178,7 @@ func TestNodesSortByEveryKey(t *testing.T) {
 		}
 		seen[tt.want] = tt.sortBy
 	}
-	if keys := sortKeyNames(); len(seen) != len(keys) {
+	if keys := nodeSortKeys.names(); len(seen) != len(keys) {
 		t.Fatalf("fixture covers %d distinct orders, want one per key %v", len(seen), keys)
 	}
 	for _, tt := range tests {

@@ -113,7 +113,7 @@ simulate NODE shows every term of the formula for that node, as explain does.`,
 	fs.DurationVar(&s.MetricsStaleAfter, "metrics-stale-after", s.MetricsStaleAfter, "As the publisher's flag: a node whose newest usage sample is older gets zero.")
 	fs.DurationVar(&s.StaleAfter, "stale-after", s.StaleAfter, "A published annotation written longer ago than this counts as zero (as in the webhook and the extender).")
 	fs.StringVar(&s.PodShape, "pod-shape", s.PodShape, "The pod the summary counts: how many of cpu=...,memory=... the reclaimable capacity holds.")
-	fs.StringVar(&s.SortBy, "sort-by", s.SortBy, "Sort the rows by one of: "+strings.Join(simulateSortKeyNames(), ", ")+
+	fs.StringVar(&s.SortBy, "sort-by", s.SortBy, "Sort the rows by one of: "+strings.Join(simulateSortKeys.names(), ", ")+
 		". Values sort largest first, name and ties alphabetically.")
 	fs.StringVarP(&s.Selector, "selector", "l", s.Selector, "Label selector of the nodes (like kubectl get -l).")
 	return cmd
@@ -148,8 +148,8 @@ func (s *SimulateOptions) Validate() error {
 	if _, err := parsePodShape(s.PodShape); err != nil {
 		errs = append(errs, fmt.Errorf("--pod-shape: %w", err))
 	}
-	if s.SortBy != "" && s.SortBy != "name" && simulateSortKeys[s.SortBy] == nil {
-		errs = append(errs, fmt.Errorf("--sort-by: %q is not one of %s", s.SortBy, strings.Join(simulateSortKeyNames(), ", ")))
+	if err := simulateSortKeys.validate(s.SortBy); err != nil {
+		errs = append(errs, err)
 	}
 	if _, err := labels.Parse(s.Selector); err != nil {
 		errs = append(errs, fmt.Errorf("--selector: %w", err))
@@ -391,7 +391,7 @@ func (s *SimulateOptions) Run(ctx context.Context) error {
 		sum := summarize(r.Items, func(n *SimulatedNode) *SimulatedResult { return n.Compare })
 		r.CompareSummary = &sum
 	}
-	if err := sortSimulated(r.Items, s.SortBy); err != nil {
+	if err := simulateSortKeys.sort(r.Items, s.SortBy, func(r *SimulatedNode) string { return r.Name }); err != nil {
 		return err
 	}
 
@@ -679,7 +679,7 @@ func summarize(items []SimulatedNode, result func(*SimulatedNode) *SimulatedResu
 }
 
 // Sort keys of simulate --sort-by, like those of nodes.
-var simulateSortKeys = map[string]func(*SimulatedNode) (int64, bool){
+var simulateSortKeys = sortKeys[SimulatedNode]{
 	"reclaimable-cpu":    func(n *SimulatedNode) (int64, bool) { return n.Reclaimable.CPUMilli, true },
 	"reclaimable-memory": func(n *SimulatedNode) (int64, bool) { return n.Reclaimable.MemoryBytes, true },
 	"allocatable-cpu":    func(n *SimulatedNode) (int64, bool) { return n.Allocatable.CPUMilli, true },
@@ -720,44 +720,6 @@ var simulateSortKeys = map[string]func(*SimulatedNode) (int64, bool){
 		}
 		return n.Compare.Change.MemoryBytes, true
 	},
-}
-
-func simulateSortKeyNames() []string {
-	keys := []string{"name"}
-	for k := range simulateSortKeys {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys[1:])
-	return keys
-}
-
-func sortSimulated(rows []SimulatedNode, key string) error {
-	byName := func(a, b *SimulatedNode) int { return strings.Compare(a.Name, b.Name) }
-	if key == "" || key == "name" {
-		slices.SortStableFunc(rows, func(a, b SimulatedNode) int { return byName(&a, &b) })
-		return nil
-	}
-	get, ok := simulateSortKeys[key]
-	if !ok {
-		return fmt.Errorf("--sort-by: %q is not one of %s", key, strings.Join(simulateSortKeyNames(), ", "))
-	}
-	slices.SortStableFunc(rows, func(a, b SimulatedNode) int {
-		va, oka := get(&a)
-		vb, okb := get(&b)
-		switch {
-		case oka != okb:
-			if oka {
-				return -1
-			}
-			return 1
-		case va > vb:
-			return -1
-		case va < vb:
-			return 1
-		}
-		return byName(&a, &b)
-	})
-	return nil
 }
 
 // simulateColumns are the table's columns; the published and compare
