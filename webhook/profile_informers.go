@@ -67,7 +67,7 @@ func startProfiles(ctx context.Context, client kubernetes.Interface, names recla
 		func(name string) (*schedulingv1.PriorityClass, error) {
 			pc, err := pcLister.Get(name)
 			if err != nil {
-				return nil, fmt.Errorf("no such PriorityClass (%v)", err)
+				return nil, fmt.Errorf("no such PriorityClass (%w)", err)
 			}
 			return pc, nil
 		}, reg)
