@@ -48,7 +48,7 @@ type SimulateOptions struct {
 	Interval          time.Duration
 	MetricsStaleAfter time.Duration
 	StaleAfter        time.Duration
-	PodShape          string
+	PodShape          map[string]string
 	SortBy            string
 	Selector          string
 	// Node is the positional argument: explain-level detail for one node.
@@ -58,7 +58,7 @@ type SimulateOptions struct {
 func newSimulateCommand(o *Options) *cobra.Command {
 	s := &SimulateOptions{Options: o, output: newOutputFlags(true), ConfigMap: defaultPolicyConfigMap,
 		Interval: 15 * time.Second, MetricsStaleAfter: reclaimable.DefaultMetricsStaleAfter, StaleAfter: reclaimable.DefaultStaleAfter,
-		PodShape: "cpu=2,memory=4Gi"}
+		PodShape: map[string]string{"cpu": "2", "memory": "4Gi"}}
 	cmd := &cobra.Command{
 		Use:   "simulate [NODE]",
 		Short: "What a policy would reclaim on every node, before installing or changing anything",
@@ -112,7 +112,7 @@ simulate NODE shows every term of the formula for that node, as explain does.`,
 	fs.DurationVar(&s.Interval, "interval", s.Interval, "Time between two usage samples with --duration (metrics-server measures every 10-60s).")
 	fs.DurationVar(&s.MetricsStaleAfter, "metrics-stale-after", s.MetricsStaleAfter, "As the publisher's flag: a node whose newest usage sample is older gets zero.")
 	fs.DurationVar(&s.StaleAfter, "stale-after", s.StaleAfter, "A published annotation written longer ago than this counts as zero (as in the webhook and the extender).")
-	fs.StringVar(&s.PodShape, "pod-shape", s.PodShape, "The pod the summary counts: how many of cpu=...,memory=... the reclaimable capacity holds.")
+	fs.StringToStringVar(&s.PodShape, "pod-shape", s.PodShape, "The pod the summary counts: how many of cpu=...,memory=... the reclaimable capacity holds.")
 	fs.StringVar(&s.SortBy, "sort-by", s.SortBy, "Sort the rows by one of: "+strings.Join(simulateSortKeys.names(), ", ")+
 		". Values sort largest first, name and ties alphabetically.")
 	fs.StringVarP(&s.Selector, "selector", "l", s.Selector, "Label selector of the nodes (like kubectl get -l).")
@@ -168,15 +168,10 @@ func splitNamespacedName(s string) (string, string, error) {
 	return ns, name, nil
 }
 
-// parsePodShape parses cpu=QUANTITY,memory=QUANTITY; either may be left out,
-// not both.
-func parsePodShape(s string) (reclaimable.Resources, error) {
+// parsePodShape reads --pod-shape: cpu and/or memory quantities.
+func parsePodShape(shape map[string]string) (reclaimable.Resources, error) {
 	var r reclaimable.Resources
-	for _, kv := range strings.Split(s, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(kv), "=")
-		if !ok {
-			return r, fmt.Errorf("want cpu=QUANTITY,memory=QUANTITY, got %q", s)
-		}
+	for k, v := range shape {
 		q, err := resource.ParseQuantity(v)
 		if err != nil {
 			return r, fmt.Errorf("%s: %w", k, err)

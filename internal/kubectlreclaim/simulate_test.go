@@ -395,21 +395,21 @@ func TestSimulateSortsAndSelects(t *testing.T) {
 
 func TestPodShape(t *testing.T) {
 	for _, tc := range []struct {
-		in      string
+		in      map[string]string
 		want    reclaimable.Resources
 		wantErr bool
 	}{
-		{"cpu=2000m,memory=4Gi", res(2000, 4<<30), false},
-		{"cpu=500m", res(500, 0), false},
-		{"memory=1Gi", res(0, 1<<30), false},
-		{"cpu=0", reclaimable.Resources{}, true},
-		{"gpu=1", reclaimable.Resources{}, true},
-		{"cpu", reclaimable.Resources{}, true},
-		{"cpu=-1", reclaimable.Resources{}, true},
+		{map[string]string{"cpu": "2000m", "memory": "4Gi"}, res(2000, 4<<30), false},
+		{map[string]string{"cpu": "500m"}, res(500, 0), false},
+		{map[string]string{"memory": "1Gi"}, res(0, 1<<30), false},
+		{map[string]string{"cpu": "0"}, reclaimable.Resources{}, true},
+		{map[string]string{"gpu": "1"}, reclaimable.Resources{}, true},
+		{map[string]string{"cpu": "lots"}, reclaimable.Resources{}, true},
+		{map[string]string{"cpu": "-1"}, reclaimable.Resources{}, true},
 	} {
 		got, err := parsePodShape(tc.in)
 		if (err != nil) != tc.wantErr || (!tc.wantErr && got != tc.want) {
-			t.Errorf("%q: %+v, %v", tc.in, got, err)
+			t.Errorf("%v: %+v, %v", tc.in, got, err)
 		}
 	}
 	for _, tc := range []struct {
