@@ -200,6 +200,10 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 	const ns = "metrics-down"
 	e.useNamespace(t, ns)
 	ctx := context.Background()
+	// Eviction on, so that "nothing is evicted while the data is stale" is
+	// the controller's choice and not the shipped dry-run's; testEviction
+	// shows the same publisher evicting on fresh data.
+	e.restartRole(t, stack.Publisher, "--eviction=on")
 
 	// Reclaimed pods running before the outage: what they hold is the floor
 	// of their nodes' status for as long as the room is zero.
