@@ -82,6 +82,11 @@ type ExplainReport struct {
 	StaleReason     string                `json:"staleReason,omitempty"`
 	StaleDetail     string                `json:"staleDetail,omitempty"`
 	Published       reclaimable.Resources `json:"published"`
+	// Held is what the node's reclaimed pods held when the annotation was
+	// written; Floor is max(Published, Held), the status value the webhook
+	// writes and kubelet admits against.
+	Held  reclaimable.Resources `json:"held"`
+	Floor reclaimable.Resources `json:"floor"`
 	// PublisherLease is the publisher's leader Lease, when checked.
 	PublisherLease *LeaseReport            `json:"publisherLease,omitempty"`
 	Annotation     *reclaimable.Annotation `json:"annotation"`
@@ -151,7 +156,7 @@ func explainReport(node *corev1.Node, names reclaimable.Names, now time.Time, st
 	}
 	a := f.Annotation
 	r := &ExplainReport{TypeMeta: typeMeta("NodeExplanation"), Node: node.Name, Time: now, Fresh: f.Fresh, StaleReason: f.Reason, StaleDetail: f.Detail,
-		Published: f.Values, PublisherLease: lease, Annotation: a, Consistent: true}
+		Published: f.Values, Held: a.HeldValues(), Floor: f.Values.Max(a.HeldValues()), PublisherLease: lease, Annotation: a, Consistent: true}
 	if a.Explanation != nil {
 		ev := reclaimable.Resources{CPUMilli: a.Explanation.CPU.Evaluate(), MemoryBytes: a.Explanation.Memory.Evaluate()}
 		r.Evaluated = &ev
@@ -183,6 +188,11 @@ func writeExplain(out io.Writer, node *corev1.Node, names reclaimable.Names, now
 		fmt.Fprintf(w, "Usage sample:\t%s ago, %s before the write (%s)\n",
 			age(now, a.MetricsTime), shortDuration(a.WriteTime.Sub(a.MetricsTime)), a.MetricsTime.UTC().Format(time.RFC3339))
 	}
+	held := a.HeldValues()
+	floor := f.Values.Max(held)
+	fmt.Fprintf(w, "Held:\tcpu %s, memory %s (what reclaimed pods held at the write)\n", FormatCPU(held.CPUMilli), memoryExact(held.MemoryBytes))
+	fmt.Fprintf(w, "Floor:\tcpu %s, memory %s (max of held and the room in effect: the status value kubelet admits against)\n",
+		FormatCPU(floor.CPUMilli), memoryExact(floor.MemoryBytes))
 	fmt.Fprintf(w, "Annotated:\tcpu %s, memory %s\n", FormatCPU(a.CPUMilli), memoryExact(a.MemoryBytes))
 	if f.Fresh {
 		fmt.Fprintf(w, "In effect:\tcpu %s, memory %s\n", FormatCPU(a.CPUMilli), memoryExact(a.MemoryBytes))

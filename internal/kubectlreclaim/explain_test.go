@@ -20,6 +20,8 @@ func TestExplainShowsEveryTermWithRunningValueAndCheck(t *testing.T) {
 Policy:        usage (pool "batch")
 Written:       30s ago (2026-03-01T11:59:30Z)
 Usage sample:  45s ago, 15s before the write (2026-03-01T11:59:15Z)
+Held:          cpu 0, memory 0 (what reclaimed pods held at the write)
+Floor:         cpu 4900m, memory 16.6Gi (17824114278) (max of held and the room in effect: the status value kubelet admits against)
 Annotated:     cpu 4900m, memory 16.6Gi (17824114278)
 In effect:     cpu 4900m, memory 16.6Gi (17824114278)
 
@@ -87,6 +89,8 @@ func TestExplainZeroOnPurposeSaysWhatToCheck(t *testing.T) {
 Policy:        usage
 Written:       60s ago (2026-03-01T11:59:00Z)
 Usage sample:  4m ago, 3m before the write (2026-03-01T11:56:00Z)
+Held:          cpu 0, memory 0 (what reclaimed pods held at the write)
+Floor:         cpu 0, memory 0 (max of held and the room in effect: the status value kubelet admits against)
 Annotated:     cpu 0, memory 0
 In effect:     cpu 0, memory 0
 
@@ -225,5 +229,29 @@ func TestExplainJSONCarriesVerdictExplanationAndEvaluation(t *testing.T) {
 	}
 	if r.Annotation == nil || r.Annotation.Explanation == nil || len(r.Annotation.Explanation.CPU.Terms) != 5 {
 		t.Errorf("annotation %+v", r.Annotation)
+	}
+}
+
+func TestExplainFloorIsHeldWhenTheRoomIsStale(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name      string
+		written   time.Time
+		wantFloor reclaimable.Resources
+	}{
+		{"fresh: each resource is the larger of room and held", now.Add(-time.Minute), reclaimable.Resources{CPUMilli: 4000, MemoryBytes: 2 << 30}},
+		{"stale room counts as zero, held stays", now.Add(-time.Hour), reclaimable.Resources{CPUMilli: 3000, MemoryBytes: 2 << 30}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			held := reclaimable.Resources{CPUMilli: 3000, MemoryBytes: 2 << 30}
+			a := reclaimable.Annotation{CPUMilli: 4000, MemoryBytes: 1 << 30, Policy: "usage", WriteTime: tc.written, Held: &held}
+			r, err := explainReport(annotated("n", a, tc.wantFloor), testNames, now, 10*time.Minute, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Held != held || r.Floor != tc.wantFloor {
+				t.Errorf("held %+v floor %+v, want held %+v floor %+v", r.Held, r.Floor, held, tc.wantFloor)
+			}
+		})
 	}
 }
