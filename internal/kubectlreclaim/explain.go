@@ -224,17 +224,17 @@ func statusWords(node string, f reclaimable.Freshness, a *reclaimable.Annotation
 		switch f.Reason {
 		case reclaimable.ReasonWriteTooOld:
 			return fmt.Sprintf("Stale (%s): %s. The publisher rewrites the annotation at least every refresh interval, so it is down, not leading, "+
-				"or failing to patch the node (check its pods and logs). The webhook and the extender count the node as zero "+
+				"or failing to patch the node (check its pods and logs). The extender offers no room and the webhook writes only what reclaimed pods held "+
 				"until it writes again; pods already bound keep running.", f.Reason, f.Detail)
 		case reclaimable.ReasonFuture:
 			return fmt.Sprintf("Stale (%s): %s, more than --stale-after (%s) ahead of this machine's clock. "+
-				"Check the clocks of the publisher's node and of this machine; the webhook and the extender count the node as zero.",
+				"Check the clocks of the publisher's node and of this machine; the extender offers no room and the webhook writes only what reclaimed pods held.",
 				f.Reason, f.Detail, staleAfter)
 		case reclaimable.ReasonPublisherDown:
 			return fmt.Sprintf("Stale (%s): %s. No publisher is leading: check the publisher's pods and logs. "+
-				"The webhook and the extender count every node as zero until a publisher renews the Lease.", f.Reason, f.Detail)
+				"The extender offers no room on any node, and the webhook writes only what reclaimed pods held, until a publisher renews the Lease.", f.Reason, f.Detail)
 		}
-		return fmt.Sprintf("Stale (%s): %s; the webhook and the extender count the node as zero.", f.Reason, f.Detail)
+		return fmt.Sprintf("Stale (%s): %s; the extender offers no room and the webhook writes only what reclaimed pods held.", f.Reason, f.Detail)
 	}
 	switch a.ZeroReason {
 	case "":

@@ -67,7 +67,7 @@ func TestExplainStaleAnnotationSaysWhyItCountsAsZero(t *testing.T) {
 		"Annotated:     cpu 4, memory 8Gi\nIn effect:     cpu 0, memory 0 (stale)\n",
 		"Status: Stale (annotation-too-old): annotation written 25m0s ago (stale after 10m0s). The publisher rewrites the annotation " +
 			"at least every refresh interval, so it is down, not leading, or failing to patch the node",
-		"The webhook and the extender count the node as zero until it writes again",
+		"The extender offers no room and the webhook writes only what reclaimed pods held until it writes again",
 		"The terms below are those of the last computation, when the annotation was written.\n",
 		"CPU: allocatable - regular-requests, at least floor, at most cap, zero below minimum\n",
 		"  regular-requests  minus       12     4        regular (not reclaimed) pods: requests of 7 regular pods\n",

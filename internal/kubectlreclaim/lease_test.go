@@ -63,7 +63,7 @@ func TestExplainSaysThePublisherIsNotLeading(t *testing.T) {
 	want := "In effect:     cpu 0, memory 0 (stale)\n\n" +
 		"Status: Stale (publisher-lease-expired): the publisher's leader Lease kube-reclaim/kube-reclaim-publisher was not renewed " +
 		"for two lease durations (renewed 2m ago by \"publisher-1\", lease duration 15s). No publisher is leading: check the publisher's " +
-		"pods and logs. The webhook and the extender count every node as zero until a publisher renews the Lease.\n"
+		"pods and logs. The extender offers no room on any node, and the webhook writes only what reclaimed pods held, until a publisher renews the Lease.\n"
 	if !strings.Contains(out, want) {
 		t.Errorf("explain lacks %q:\n%s", want, out)
 	}
