@@ -215,7 +215,7 @@ func TestKubectlReclaim(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, want := range []string{"In effect:     cpu 0, memory 0 (stale)\n", "Status: Stale (annotation-too-old): annotation written 30m",
-			"The webhook and the extender count the node as zero", "  check: the terms evaluate to 3, the published value.\n"} {
+			"The extender offers no room and the webhook writes only what reclaimed pods held", "  check: the terms evaluate to 3, the published value.\n"} {
 			if !strings.Contains(out, want) {
 				t.Errorf("explain %s lacks %q:\n%s", stale, want, out)
 			}
