@@ -287,8 +287,10 @@ func TestKubectlReclaim(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if lines := strings.Split(strings.TrimSpace(out), "\n"); len(lines) != 2 || !strings.Contains(lines[1], "Insufficient") ||
-			!strings.HasSuffix(lines[1], corev1.DefaultSchedulerName) {
+		// -o wide ends with SCHEDULER and REWRITTEN (none: no profile here).
+		lines := strings.Split(strings.TrimSpace(out), "\n")
+		if f := strings.Fields(lines[len(lines)-1]); len(lines) != 2 || !strings.Contains(lines[1], "Insufficient") ||
+			len(f) < 2 || f[len(f)-2] != corev1.DefaultSchedulerName || f[len(f)-1] != "<none>" {
 			t.Errorf("pods --no-headers -o wide:\n%s", out)
 		}
 		out, err = plugin("nodes", "-o", "name", "--sort-by", "free-cpu")
