@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
@@ -74,6 +75,15 @@ func TestWebhook(t *testing.T) {
 		t.Fatal(err)
 	}
 	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
+	// The apiserver loads a new configuration through an informer: a
+	// heartbeat right after the create may still go unreviewed. Each
+	// subtest asserts on the next heartbeat, so start once a heartbeat has
+	// been reviewed.
+	if _, ok := framework.Poll(2*heartbeat, 500*time.Millisecond, func() bool {
+		return wh.Metric(t, "kube_reclaim_webhook_review_duration_seconds_count") > 0
+	}); !ok {
+		t.Fatal("the apiserver never called the webhook on a heartbeat")
+	}
 
 	t.Run("a fresh annotation lands equal in capacity and allocatable on the next heartbeat and survives removal", func(t *testing.T) {
 		framework.SetAnnotation(t, c, nodes[0], reclaimable.Annotation{CPUMilli: 3000, MemoryBytes: 2 << 30, Policy: "usage", WriteTime: time.Now()})
@@ -189,12 +199,18 @@ func TestWebhook(t *testing.T) {
 			}
 		}
 		// A kubelet-like writer sends its freshly computed raw allocatable.
-		n, err := c.Client.CoreV1().Nodes().Get(ctx, nodes[2], metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		n.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("15")
-		n, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		// kwok's heartbeat can land between the read and the update: read
+		// again on a conflict, as kubelet does.
+		var n *corev1.Node
+		err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			cur, err := c.Client.CoreV1().Nodes().Get(ctx, nodes[2], metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			cur.Status.Allocatable[corev1.ResourceCPU] = resource.MustParse("15")
+			n, err = c.Client.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+			return err
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
