@@ -26,7 +26,9 @@ func views(ctx context.Context, c *cluster.Cluster, only []string) (map[string]f
 // writer (user agent up to the first '/') made.
 func checkStatusWrites(t *testing.T, c *cluster.Cluster, from, to time.Time) map[string]int {
 	t.Helper()
-	time.Sleep(framework.AuditFlush)
+	// Wait for the log to be written past to: a late batch would hide failed
+	// writes.
+	framework.WaitAuditPast(t, c, to, time.Minute)
 	byWriter := map[string]int{}
 	failed := 0
 	for _, e := range framework.NodeWrites(t, c, from, to) {

@@ -59,6 +59,23 @@ func NodeWrites(t testing.TB, c *cluster.Cluster, from, to time.Time) []AuditEve
 	return AuditEvents(t, c, from, to, func(e *AuditEvent) bool { return e.ObjectRef.Resource == "nodes" })
 }
 
+// WaitAuditPast waits until the audit log of c holds a recorded request
+// completed a second after to, and fails the test when none shows within
+// timeout. The apiserver writes its log in batches, later still on a busy
+// machine, so a reading of [from, to] made at once may miss the last
+// events; requests are logged in about the order they complete, so one
+// stamped later shows the batches up to to are written. Call it where a
+// steady writer the policy records (kwok's heartbeats) runs.
+func WaitAuditPast(t testing.TB, c *cluster.Cluster, to time.Time, timeout time.Duration) {
+	t.Helper()
+	marker := to.Add(time.Second)
+	if _, ok := Poll(timeout, 500*time.Millisecond, func() bool {
+		return len(AuditEvents(t, c, marker, time.Now().Add(time.Hour), func(*AuditEvent) bool { return true })) > 0
+	}); !ok {
+		t.Fatalf("the audit log holds no request completed after %s within %s: a reading up to then may be incomplete", marker.Format(time.RFC3339Nano), timeout)
+	}
+}
+
 // AuditEvents reads the audit log of c: the completed requests stamped in
 // [from, to] that keep accepts (what the cluster's audit policy records).
 func AuditEvents(t testing.TB, c *cluster.Cluster, from, to time.Time, keep func(*AuditEvent) bool) []AuditEvent {
