@@ -195,7 +195,9 @@ func (e *env) testRequestsNotLimits(t *testing.T, ns string) {
 		}
 		// Accepted: it must wait with the extender's explanation.
 		var msg string
-		framework.Poll(30*time.Second, time.Second, func() bool {
+		// The scheduler's Event comes after an extender call and the event
+		// broadcaster's write: allow for a busy machine.
+		framework.Poll(60*time.Second, time.Second, func() bool {
 			msg = framework.SchedulingMessage(e.c, ns, p.Name)
 			return strings.Contains(msg, "requests differ from its limits")
 		})

@@ -378,7 +378,9 @@ func (e *env) expectEvictionEvents(t *testing.T, ns, node string, victims []stri
 	t.Helper()
 	var missing []string
 	rooms := []int64{}
-	_, ok := framework.Poll(30*time.Second, time.Second, func() bool {
+	// The publisher's event broadcaster writes Events asynchronously,
+	// later on a busy machine.
+	_, ok := framework.Poll(60*time.Second, time.Second, func() bool {
 		missing, rooms = missing[:0], rooms[:0]
 		nodeMsgs := e.events(t, metav1.NamespaceDefault, "Node", node, eviction.ReasonEvicted)
 		for _, v := range victims {
@@ -410,7 +412,8 @@ func (e *env) expectEvictionEvents(t *testing.T, ns, node string, victims []stri
 func (e *env) expectBlockedEvents(t *testing.T, ns, node string) {
 	t.Helper()
 	var podMsgs, nodeMsgs []string
-	if _, ok := framework.Poll(30*time.Second, time.Second, func() bool {
+	// Written asynchronously by the publisher's event broadcaster.
+	if _, ok := framework.Poll(60*time.Second, time.Second, func() bool {
 		podMsgs = append(e.events(t, ns, "Pod", "guarded-0", eviction.ReasonBlocked), e.events(t, ns, "Pod", "guarded-1", eviction.ReasonBlocked)...)
 		nodeMsgs = e.events(t, metav1.NamespaceDefault, "Node", node, eviction.ReasonBlocked)
 		return len(podMsgs) > 0 && len(nodeMsgs) > 0
