@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"encoding/json"
+	"sync"
 	"testing"
 	"time"
 
@@ -201,8 +202,13 @@ func WaitHeartbeat(t testing.TB, c *cluster.Cluster, node string, after time.Tim
 // NodeWatch records every version of one node the apiserver stores from
 // when it starts: reads now and then would miss the versions in between.
 type NodeWatch struct {
+	c    *cluster.Cluster
+	name string
+	from string // the resourceVersion the watch starts after
 	w    watch.Interface
-	done chan []*corev1.Node
+	mu   sync.Mutex
+	seen []*corev1.Node
+	done chan struct{}
 }
 
 // WatchNode starts recording the versions of a node after the one stored
@@ -219,24 +225,47 @@ func WatchNode(t testing.TB, c *cluster.Cluster, name string) *NodeWatch {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nw := &NodeWatch{w: w, done: make(chan []*corev1.Node, 1)}
+	nw := &NodeWatch{c: c, name: name, from: n.ResourceVersion, w: w, done: make(chan struct{})}
 	go func() {
-		var seen []*corev1.Node
+		defer close(nw.done)
 		for ev := range w.ResultChan() {
 			if node, ok := ev.Object.(*corev1.Node); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				seen = append(seen, node)
+				nw.mu.Lock()
+				nw.seen = append(nw.seen, node)
+				nw.mu.Unlock()
 			}
 		}
-		nw.done <- seen
 	}()
 	return nw
 }
 
-// Stop ends the watch and returns the versions it recorded, each stored
-// change once.
-func (nw *NodeWatch) Stop() []*corev1.Node {
-	// Let the last events arrive.
-	time.Sleep(500 * time.Millisecond)
+// Stop ends the watch once it has delivered the version stored now, and
+// returns the versions it recorded, each stored change once. A fixed pause
+// would be too short on a busy machine: a test that has just read a version
+// through a GET could then miss it here.
+func (nw *NodeWatch) Stop(t testing.TB) []*corev1.Node {
+	t.Helper()
+	n, err := nw.c.Client.CoreV1().Nodes().Get(context.Background(), nw.name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The watch started from the version stored at WatchNode: when that is
+	// still the stored one there is nothing to wait for.
+	if _, ok := Poll(30*time.Second, 100*time.Millisecond, func() bool {
+		nw.mu.Lock()
+		defer nw.mu.Unlock()
+		for _, v := range nw.seen {
+			if v.ResourceVersion == n.ResourceVersion {
+				return true
+			}
+		}
+		return len(nw.seen) == 0 && nw.from == n.ResourceVersion
+	}); !ok {
+		t.Errorf("node %s: the watch did not deliver the stored version %s within 30s", nw.name, n.ResourceVersion)
+	}
 	nw.w.Stop()
-	return <-nw.done
+	<-nw.done
+	nw.mu.Lock()
+	defer nw.mu.Unlock()
+	return nw.seen
 }

@@ -195,7 +195,7 @@ func TestRealNode(t *testing.T) {
 				t.Fatal(err)
 			}
 			framework.WaitHeartbeat(t, c, nodeName, restart, statusWrite)
-			assertEveryVersion(t, w.Stop(), cpu, mem, restart)
+			assertEveryVersion(t, w.Stop(t), cpu, mem, restart)
 		})
 
 		// Whether kubelet zeroes the values on a fresh root dir at all here:
@@ -241,7 +241,7 @@ func TestRealNode(t *testing.T) {
 				t.Fatal(err)
 			}
 			framework.WaitHeartbeat(t, c, nodeName, start, statusWrite)
-			assertEveryVersion(t, w.Stop(), cpu, mem, start)
+			assertEveryVersion(t, w.Stop(t), cpu, mem, start)
 		})
 
 		t.Run("the Node deleted and registered from scratch: CREATE, then the first status write after the annotation", func(t *testing.T) {
@@ -277,8 +277,20 @@ func TestRealNode(t *testing.T) {
 		if _, err := c.AddRealNode(ctx, name, cluster.RealNodeSpec{}); err != nil {
 			t.Fatal(err)
 		}
-		// Let registration writes settle before counting.
-		time.Sleep(15 * time.Second)
+		// Let registration writes (kubelet's, the node controller's taint
+		// removal) settle before counting: the node Ready and unchanged for
+		// 15s. A fixed pause could still be inside them on a busy machine.
+		var rv string
+		var since time.Time
+		if _, ok := framework.Poll(2*time.Minute, time.Second, func() bool {
+			n := view(t, c, name).Node
+			if n.ResourceVersion != rv {
+				rv, since = n.ResourceVersion, time.Now()
+			}
+			return cluster.NodeReady(n) && time.Since(since) >= 15*time.Second
+		}); !ok {
+			t.Logf("node %s still changing after 2 minutes (resourceVersion %s); counting anyway", name, rv)
+		}
 		plain := countNodeWrites(t, c, name, window)
 		framework.MustPatchNode(t, c, name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{names.CPURatio: "1.5"}}})
 		// kubelet posts nothing until its status changes or the report period
@@ -525,5 +537,5 @@ func countNodeWrites(t *testing.T, c *cluster.Cluster, name string, window time.
 	t.Helper()
 	w := framework.WatchNode(t, c, name)
 	time.Sleep(window)
-	return len(w.Stop())
+	return len(w.Stop(t))
 }
