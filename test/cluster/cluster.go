@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
@@ -208,16 +209,51 @@ func (c *Cluster) StartedPIDs() []int {
 	return append([]int(nil), c.pids...)
 }
 
-func freePort() (int, error) {
-	l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+// The ports handed out come from below the kernel's ephemeral range
+// (net.ipv4.ip_local_port_range, 32768 and up by default). The caller binds
+// a port later, often in another process; a port from the ephemeral range
+// can meanwhile become the local end of any outgoing connection on the
+// machine, and a busy machine makes thousands of them (every component talks
+// to the apiserver). Outside the range only another listener can take it.
+const (
+	portsFrom = 20000
+	portsTo   = 32767
+)
+
+var handedOut struct {
+	sync.Mutex
+	ports map[int]bool
 }
 
-// FreePort returns a loopback port that was free a moment ago.
+func freePort() (int, error) {
+	handedOut.Lock()
+	defer handedOut.Unlock()
+	if handedOut.ports == nil {
+		handedOut.ports = map[int]bool{}
+	}
+	// Start at a random place, so that test binaries running side by side
+	// rarely try the same ports; never hand a port out twice in a process.
+	start := rand.IntN(portsTo - portsFrom + 1)
+	for i := range portsTo - portsFrom + 1 {
+		port := portsFrom + (start+i)%(portsTo-portsFrom+1)
+		if handedOut.ports[port] {
+			continue
+		}
+		l, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", fmt.Sprintf("127.0.0.1:%d", port))
+		if err != nil {
+			continue // taken
+		}
+		if err := l.Close(); err != nil {
+			return 0, err
+		}
+		handedOut.ports[port] = true
+		return port, nil
+	}
+	return 0, fmt.Errorf("no free loopback port in %d-%d", portsFrom, portsTo)
+}
+
+// FreePort returns a loopback port that was free a moment ago, outside the
+// kernel's ephemeral range and not handed out before by this process.
 func FreePort() (int, error) { return freePort() }
 
 func (c *Cluster) writeFiles() error {
