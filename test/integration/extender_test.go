@@ -134,7 +134,7 @@ func TestExtender(t *testing.T) {
 		for i := 0; i < 2; i++ {
 			name := fmt.Sprintf("spread-%d", i)
 			framework.CreatePod(t, c, reclaimedPod("strategy", name, "strategy", 1000, gib))
-			if got := podNode(t, c, "strategy", name, 30*time.Second); got != strategyNodes[0] {
+			if got := podNode(t, c, "strategy", name, time.Minute); got != strategyNodes[0] {
 				t.Errorf("%s on %q, want %s (most room)", name, got, strategyNodes[0])
 			}
 		}
@@ -151,7 +151,7 @@ func TestExtender(t *testing.T) {
 		for i, w := range want {
 			name := fmt.Sprintf("binpack-%d", i)
 			framework.CreatePod(t, c, reclaimedPod("strategy", name, "strategy", 1000, gib))
-			if got := podNode(t, c, "strategy", name, 30*time.Second); got != w {
+			if got := podNode(t, c, "strategy", name, time.Minute); got != w {
 				t.Errorf("%s on %q, want %s", name, got, w)
 			}
 		}
@@ -160,6 +160,10 @@ func TestExtender(t *testing.T) {
 			t.Fatal(err)
 		}
 		ext = framework.StartRole(t, c, "extender", "extender", extArgs("spread")...)
+		// Ready is not synced: the next subtest's pod must meet the nodes
+		// in the extender's cache, or its first attempt fails for another
+		// reason and the scheduler may not retry it for minutes.
+		waitCached(3)
 	})
 
 	t.Run("a pod too big for every node stays Pending and its event carries the per-node reasons", func(t *testing.T) {
@@ -168,7 +172,8 @@ func TestExtender(t *testing.T) {
 		// restarted, an attempt may have failed to reach it; a later one must
 		// carry its reasons.
 		var msg string
-		if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
+		// A scheduling attempt and the Event's asynchronous write.
+		if _, ok := framework.Poll(time.Minute, 500*time.Millisecond, func() bool {
 			msg = framework.SchedulingMessage(c, "strategy", "too-big")
 			return strings.Contains(msg, "reclaimed-cpu: need 50000m")
 		}); !ok {
@@ -184,7 +189,8 @@ func TestExtender(t *testing.T) {
 	t.Run("a reclaimed pod created without the pod webhook's limits stays Pending with the reason; --require-enforced=false places it", func(t *testing.T) {
 		framework.CreatePod(t, c, bareReclaimedPod("strategy", "bare", "strategy", 1000, gib))
 		var msg string
-		if _, ok := framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
+		// A scheduling attempt and the Event's asynchronous write.
+		if _, ok := framework.Poll(time.Minute, 500*time.Millisecond, func() bool {
 			msg = framework.SchedulingMessage(c, "strategy", "bare")
 			return strings.Contains(msg, "not enforced by kubelet limits")
 		}); !ok {
@@ -199,6 +205,9 @@ func TestExtender(t *testing.T) {
 		// It stays Pending at every look, while an enforced twin created at
 		// the start of the window (the control) is placed on the same nodes.
 		r := framework.ExpectAbsence(t, framework.Absence{Window: 5 * time.Second, Every: 500 * time.Millisecond,
+			// A scheduling cycle through the extender can take longer than
+			// the window on a busy machine: look until the twin is bound.
+			ControlWithin: 30 * time.Second,
 			Control: func() error {
 				_, err := c.Client.CoreV1().Pods("strategy").Create(ctx, reclaimedPod("strategy", "enforced-twin", "strategy", 1000, gib), metav1.CreateOptions{})
 				return err
@@ -224,7 +233,7 @@ func TestExtender(t *testing.T) {
 		ext = framework.StartRole(t, c, "extender", "extender", extArgs("spread", "--require-enforced=false")...)
 		waitCached(3)
 		framework.CreatePod(t, c, bareReclaimedPod("strategy", "bare-allowed", "strategy", 1000, gib))
-		if got := podNode(t, c, "strategy", "bare-allowed", 30*time.Second); got == "" {
+		if got := podNode(t, c, "strategy", "bare-allowed", time.Minute); got == "" {
 			t.Errorf("with --require-enforced=false the pod without limits was not placed; newest event: %q",
 				framework.SchedulingMessage(c, "strategy", "bare-allowed"))
 		}
@@ -259,6 +268,9 @@ func TestExtender(t *testing.T) {
 	noMoreBinds := func(t *testing.T, control string, window time.Duration, limit int) framework.AbsenceReport {
 		t.Helper()
 		return framework.ExpectAbsence(t, framework.Absence{Window: window, Every: time.Second,
+			// The control's bind can take longer than a short window on a
+			// busy machine: look until it is bound.
+			ControlWithin: max(window, 30*time.Second),
 			Control: func() error {
 				_, err := c.Client.CoreV1().Pods("burst").Create(ctx, controlPod("burst", control, "burst"), metav1.CreateOptions{})
 				return err
