@@ -536,7 +536,7 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	// Readers with a short --stale-after, then both publishers down for longer.
 	e.restartRole(t, stack.Webhook, "--stale-after="+shortStaleAfter.String())
 	e.restartRole(t, stack.Extender, "--stale-after="+shortStaleAfter.String())
-	e.waitPublished(t, time.Minute)
+	e.waitPublished(t, 2*time.Minute) // a publisher cycle and the webhook on a heartbeat, on a busy machine
 	if err := e.c.KillComponent(second); err != nil {
 		t.Fatal(err)
 	}
