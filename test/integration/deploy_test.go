@@ -328,6 +328,8 @@ func TestDeploy(t *testing.T) {
 				}
 			}
 		}
+		// The checks below, refusals included, read the authorizer's view.
+		waitBindingsInEffect(t, c.Client, objs)
 		as := func(sa string) kubernetes.Interface {
 			cfg := c.RESTConfig()
 			cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:kube-reclaim:" + sa,

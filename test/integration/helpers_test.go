@@ -3,8 +3,21 @@
 package integration
 
 import (
+	"context"
+	"fmt"
 	"os"
+	"strings"
 	"testing"
+	"time"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
 type testLog struct{ t testing.TB }
@@ -24,3 +37,80 @@ func contains(list []string, s string) bool {
 }
 
 func statDir(dir string) (os.FileInfo, error) { return os.Stat(dir) }
+
+// waitBindingsInEffect waits until the apiserver's authorizer grants every
+// ServiceAccount bound by a RoleBinding or ClusterRoleBinding of objs the
+// first resource rule of its role. RBAC reaches the authorizer through
+// informers: right after the objects are created, requests they allow can
+// still be refused, and a refusal the test expects would pass for the wrong
+// reason.
+func waitBindingsInEffect(t *testing.T, client kubernetes.Interface, objs []*unstructured.Unstructured) {
+	t.Helper()
+	rules := map[string][]rbacv1.PolicyRule{} // "Kind/namespace/name" of a role -> its rules
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "Role", "ClusterRole":
+			var r rbacv1.ClusterRole // a Role has the same rules
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &r); err != nil {
+				t.Fatal(err)
+			}
+			rules[u.GetKind()+"/"+u.GetNamespace()+"/"+u.GetName()] = r.Rules
+		}
+	}
+	var reviews []*authorizationv1.SubjectAccessReview
+	for _, u := range objs {
+		if u.GetKind() != "RoleBinding" && u.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		var b rbacv1.RoleBinding // a ClusterRoleBinding has the same fields
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &b); err != nil {
+			t.Fatal(err)
+		}
+		roleNS := ""
+		if b.RoleRef.Kind == "Role" {
+			roleNS = u.GetNamespace()
+		}
+		var rule *rbacv1.PolicyRule
+		for i, r := range rules[b.RoleRef.Kind+"/"+roleNS+"/"+b.RoleRef.Name] {
+			if len(r.Resources) > 0 && len(r.Verbs) > 0 && len(r.APIGroups) > 0 {
+				rule = &rules[b.RoleRef.Kind+"/"+roleNS+"/"+b.RoleRef.Name][i]
+				break
+			}
+		}
+		if rule == nil {
+			continue
+		}
+		attrs := &authorizationv1.ResourceAttributes{Namespace: u.GetNamespace(), Verb: rule.Verbs[0], Group: rule.APIGroups[0]}
+		attrs.Resource, attrs.Subresource, _ = strings.Cut(rule.Resources[0], "/")
+		if len(rule.ResourceNames) > 0 {
+			attrs.Name = rule.ResourceNames[0]
+		}
+		for _, s := range b.Subjects {
+			if s.Kind != rbacv1.ServiceAccountKind {
+				continue
+			}
+			user := "system:serviceaccount:" + s.Namespace + ":" + s.Name
+			reviews = append(reviews, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User: user, Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + s.Namespace, "system:authenticated"},
+				ResourceAttributes: attrs}})
+		}
+	}
+	if len(reviews) == 0 {
+		t.Fatal("no binding of a ServiceAccount to a resource rule: nothing to wait for")
+	}
+	var refused []string
+	took, ok := framework.Poll(60*time.Second, 250*time.Millisecond, func() bool {
+		refused = refused[:0]
+		for _, r := range reviews {
+			got, err := client.AuthorizationV1().SubjectAccessReviews().Create(context.Background(), r, metav1.CreateOptions{})
+			if err != nil || !got.Status.Allowed {
+				refused = append(refused, fmt.Sprintf("%s %+v (%v)", r.Spec.User, *r.Spec.ResourceAttributes, err))
+			}
+		}
+		return len(refused) == 0
+	})
+	if !ok {
+		t.Fatalf("RBAC not in effect within 60s: still refused %v", refused)
+	}
+	t.Logf("RBAC in effect for %d bound ServiceAccount rules after %s", len(reviews), took.Round(time.Millisecond))
+}

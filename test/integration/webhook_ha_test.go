@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -204,10 +205,12 @@ func applyWebhookRBAC(t *testing.T, c *cluster.Cluster) {
 	}
 	rbac := c.Client.RbacV1()
 	applied := 0
+	var webhookObjs []*unstructured.Unstructured
 	for _, u := range objs {
 		if u.GetLabels()["app.kubernetes.io/component"] != "webhook" {
 			continue
 		}
+		webhookObjs = append(webhookObjs, u)
 		var err error
 		switch u.GetKind() {
 		case "ServiceAccount":
@@ -246,6 +249,9 @@ func applyWebhookRBAC(t *testing.T, c *cluster.Cluster) {
 	if applied < 5 { // ServiceAccount, Role+binding (lease), ClusterRole+binding, Role+binding (CA Secret)
 		t.Fatalf("only %d webhook RBAC objects in deploy/default", applied)
 	}
+	// The processes start right after: they must not meet an authorizer
+	// that has not seen these objects yet.
+	waitBindingsInEffect(t, c.Client, webhookObjs)
 }
 
 // serviceAccountKubeconfig is the cluster's kubeconfig impersonating the
