@@ -74,7 +74,11 @@ func TestLocalCluster(t *testing.T) {
 		}
 		defer w.Stop()
 		advances := map[string]int{}
-		deadline := time.After(40 * time.Second)
+		// Two heartbeats at 10s plus up to 5s of jitter take up to 30s;
+		// kwok's timers slip on a busy machine. The loop ends as soon as
+		// every node has two.
+		const beatWindow = 60 * time.Second
+		deadline := time.After(beatWindow)
 	loop:
 		for {
 			select {
@@ -98,10 +102,10 @@ func TestLocalCluster(t *testing.T) {
 		}
 		for _, n := range nodes {
 			if advances[n] < 2 {
-				t.Errorf("node %s: %d heartbeats (new resourceVersion with a new Ready heartbeat time) in 40s, want >= 2", n, advances[n])
+				t.Errorf("node %s: %d heartbeats (new resourceVersion with a new Ready heartbeat time) in %s, want >= 2", n, advances[n], beatWindow)
 			}
 		}
-		t.Logf("heartbeats seen in 40s: %v", advances)
+		t.Logf("heartbeats seen within %s: %v", beatWindow, advances)
 	})
 
 	t.Run("metrics.k8s.io reports the node usage set through kwok", func(t *testing.T) {
@@ -116,14 +120,16 @@ func TestLocalCluster(t *testing.T) {
 		setUsage(nodes[0], "usage-a", "2", "4Gi")
 		setUsage(nodes[1], "usage-b", "6", "1Gi")
 		start := time.Now()
-		waitNodeUsage(t, c, map[string][2]float64{nodes[0]: {2000, 4 << 30}, nodes[1]: {6000, 1 << 30}}, 90*time.Second)
+		// A pod's usage shows after kwok, a metrics-server scrape (15s) and
+		// its first rate: about a minute, more on a busy machine.
+		waitNodeUsage(t, c, map[string][2]float64{nodes[0]: {2000, 4 << 30}, nodes[1]: {6000, 1 << 30}}, 3*time.Minute)
 		t.Logf("metrics-server reported the usage after %s", time.Since(start).Round(time.Second))
 
 		if err := c.SetPodUsage(ctx, "default", "usage-a", "5", "2Gi"); err != nil {
 			t.Fatal(err)
 		}
 		start = time.Now()
-		waitNodeUsage(t, c, map[string][2]float64{nodes[0]: {5000, 2 << 30}}, 90*time.Second)
+		waitNodeUsage(t, c, map[string][2]float64{nodes[0]: {5000, 2 << 30}}, 3*time.Minute)
 		t.Logf("changed usage reported after %s", time.Since(start).Round(time.Second))
 	})
 
@@ -137,7 +143,8 @@ func TestLocalCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		var node string
-		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		// A scheduling cycle, the bind and kwok's Running, on a busy machine.
+		err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 			p, err := c.Client.CoreV1().Pods("default").Get(ctx, "plain", metav1.GetOptions{})
 			if err != nil {
 				return false, nil //nolint:nilerr // keep polling through transient errors
@@ -160,7 +167,9 @@ func TestLocalCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 		created := time.Since(start)
-		if err := c.WaitNodesReady(ctx, many, 30*time.Second); err != nil {
+		// kwok initializes 200 nodes while the apiserver admits them all;
+		// the time it took is logged below.
+		if err := c.WaitNodesReady(ctx, many, 2*time.Minute); err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("200 nodes created in %s, all Ready after %s", created.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
