@@ -363,7 +363,14 @@ func TestPublisher(t *testing.T) {
 		}); !ok {
 			t.Fatalf("new leader did not publish the change: %s", desc)
 		}
-		if pubB.Metric(t, "kube_reclaim_publisher_writes_total", "kind", "annotation") < 1 {
+		// The publisher counts a write once the apiserver has answered it,
+		// which can be after the read above saw the stored result.
+		var annotationWrites float64
+		framework.Poll(10*time.Second, 200*time.Millisecond, func() bool {
+			annotationWrites = pubB.Metric(t, "kube_reclaim_publisher_writes_total", "kind", "annotation")
+			return annotationWrites >= 1
+		})
+		if annotationWrites < 1 {
 			t.Error("publisher-b has no annotation writes after taking over")
 		}
 		_ = killed
