@@ -6,6 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 const exposition = `# HELP kube_reclaim_publisher_writes_total API writes.
@@ -121,5 +124,28 @@ func TestAbsenceRunsAControlAfterTheWindowAndLooksUntilItIsSeen(t *testing.T) {
 	}
 	if r.ControlSeen < r.ControlRan+2*every {
 		t.Errorf("control seen at %s, ran at %s: seen before its effect", r.ControlSeen, r.ControlRan)
+	}
+}
+
+func TestEventTimeIsTheLastOccurrenceWhicheverAPIReportedIt(t *testing.T) {
+	first := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	last := first.Add(time.Minute)
+	cases := []struct {
+		name string
+		e    corev1.Event
+		want time.Time
+	}{
+		{"core/v1 recorder: lastTimestamp", corev1.Event{FirstTimestamp: metav1.NewTime(first), LastTimestamp: metav1.NewTime(last)}, last},
+		{"events.k8s.io, once: eventTime", corev1.Event{EventTime: metav1.NewMicroTime(first)}, first},
+		{"events.k8s.io, repeated: the series' last observation", corev1.Event{EventTime: metav1.NewMicroTime(first),
+			Series: &corev1.EventSeries{Count: 2, LastObservedTime: metav1.NewMicroTime(last)}}, last},
+		{"only firstTimestamp", corev1.Event{FirstTimestamp: metav1.NewTime(first)}, first},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := EventTime(tc.e); !got.Equal(tc.want) {
+				t.Errorf("got %s, want %s", got, tc.want)
+			}
+		})
 	}
 }

@@ -199,9 +199,12 @@ func SchedulingMessage(c *cluster.Cluster, ns, pod string) string {
 }
 
 // EventTime is when an Event last happened, whichever field its reporter
-// filled.
+// filled. A reporter on the events.k8s.io API (kube-scheduler) keeps
+// eventTime at the first occurrence and records repeats in its series.
 func EventTime(e corev1.Event) time.Time {
 	switch {
+	case e.Series != nil && !e.Series.LastObservedTime.IsZero():
+		return e.Series.LastObservedTime.Time
 	case !e.LastTimestamp.IsZero():
 		return e.LastTimestamp.Time
 	case !e.EventTime.IsZero():
