@@ -162,7 +162,7 @@ func TestPodEnforcement(t *testing.T) {
 		// min + grant.
 		var p *corev1.Pod
 		attempts := 0
-		if _, ok := framework.Poll(45*time.Second, time.Second, func() bool {
+		if _, ok := framework.Poll(90*time.Second, time.Second, func() bool {
 			attempts++
 			var err error
 			p, err = c.Client.CoreV1().Pods(lns).Create(ctx, framework.ReclaimedPod(lns, fmt.Sprintf("min-%d", attempts), 1000, 1<<30), metav1.CreateOptions{})
@@ -193,7 +193,7 @@ func TestPodEnforcement(t *testing.T) {
 		if _, err := c.Client.CoreV1().LimitRanges(lns).Update(ctx, lr, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		framework.Poll(45*time.Second, time.Second, func() bool { // LimitRanger's lister catches up
+		framework.Poll(90*time.Second, time.Second, func() bool { // LimitRanger's lister and 30s cache catch up
 			attempts++
 			p, err = c.Client.CoreV1().Pods(lns).Create(ctx, framework.ReclaimedPod(lns, fmt.Sprintf("defaulted-%d", attempts), 1000, 1<<30), metav1.CreateOptions{})
 			return err == nil && p.Spec.Containers[0].Resources.Limits.Cpu().MilliValue() == 500
@@ -222,7 +222,7 @@ func TestPodEnforcement(t *testing.T) {
 		// Quota admission refuses pods until the quota controller has
 		// computed the quota's status.
 		var err error
-		framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
+		framework.Poll(60*time.Second, 500*time.Millisecond, func() bool {
 			_, err = c.Client.CoreV1().Pods(qns).Create(ctx, framework.ReclaimedPod(qns, "batch", 2000, 4<<30), metav1.CreateOptions{})
 			return err == nil
 		})
@@ -241,7 +241,7 @@ func TestPodEnforcement(t *testing.T) {
 				used.Name(corev1.ResourceRequestsCPU, resource.DecimalSI).IsZero() && used.Name(corev1.ResourceRequestsMemory, resource.BinarySI).IsZero()
 		}
 		var used corev1.ResourceList
-		framework.Poll(30*time.Second, 500*time.Millisecond, func() bool {
+		framework.Poll(60*time.Second, 500*time.Millisecond, func() bool {
 			got, gerr := c.Client.CoreV1().ResourceQuotas(qns).Get(ctx, "q", metav1.GetOptions{})
 			if gerr != nil {
 				err = gerr
