@@ -97,14 +97,25 @@ func TestPublisher(t *testing.T) {
 	// CPU comes from counters sampled by metrics-server: allow a few
 	// millicores of rate noise. Memory is a gauge: allow a MiB.
 	near := func(got, want, tol int64) bool { return got >= want-tol && got <= want+tol }
-	matches := func(node string, w want) (bool, string) {
+	// steadyCPUTol is for looks that hold a value already reached: a noisy
+	// rate sample stays in the policy's 1m maximum for a minute, and on a
+	// busy machine one was seen 84m above the usage set (the rate's error
+	// grows with the rate). A policy change moves the value by thousands.
+	const steadyCPUTol = 20 + allocCPU/100
+	// annotated reports whether the annotation is the formula's value (cpu
+	// within cpuTol) and status stands for it.
+	annotated := func(node string, w want, cpuTol int64) (bool, bool, string) {
 		v := view(t, c, node)
 		if v.Ann == nil {
-			return false, "no annotation"
+			return false, false, "no annotation"
 		}
 		desc := fmt.Sprintf("annotation cpu=%d mem=%d, capacity %+v, allocatable %+v, want cpu=%d mem=%d",
 			v.Ann.CPUMilli, v.Ann.MemoryBytes, v.Capacity, v.Allocatable, w.cpu, w.mem)
-		return near(v.Ann.CPUMilli, w.cpu, 20) && near(v.Ann.MemoryBytes, w.mem, 1<<20) && v.StatusMatchesAnnotation(), desc
+		return near(v.Ann.CPUMilli, w.cpu, cpuTol) && near(v.Ann.MemoryBytes, w.mem, 1<<20), v.StatusMatchesAnnotation(), desc
+	}
+	matches := func(node string, w want) (bool, string) {
+		ann, status, desc := annotated(node, w, 20)
+		return ann && status, desc
 	}
 	// publisherWrites counts the publisher's completed writes to each node
 	// (metadata: the annotation) and to its status, from the audit log.
@@ -152,10 +163,13 @@ func TestPublisher(t *testing.T) {
 		}
 		wantCPU, wantMem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 5000, 4<<30)
 		var desc string
+		// What is timed is the republication; the value is the formula's
+		// within the rate noise the first subtest allowed for, which a
+		// noisy sample at the raise can exceed for the policy's 1m window.
 		took, ok := framework.Poll(3*pubPeriod, 200*time.Millisecond, func() bool {
-			var ok bool
-			ok, desc = matches(nodes[0], want{wantCPU, wantMem})
-			return ok
+			ann, status, d := annotated(nodes[0], want{wantCPU, wantMem}, steadyCPUTol)
+			desc = d
+			return ann && status
 		})
 		if !ok {
 			t.Fatalf("not republished within 2 periods (+1 of slack) of metrics reporting it: %s", desc)
@@ -217,7 +231,14 @@ func TestPublisher(t *testing.T) {
 			}})
 		t.Logf("%d looks over %s: publisher status writes per node %v, annotation refreshes %v; status emptied by hand on %s rewritten after %s",
 			r.Looks, window, last.status, last.annotation, controlNode, (r.ControlSeen - r.ControlRan).Round(100*time.Millisecond))
-		if ok, desc := matches(controlNode, expect[controlNode]); !ok {
+		// The publisher writes the annotation and the status one after the
+		// other: a single look can fall between the two.
+		var desc string
+		if _, ok := framework.Poll(3*pubPeriod, 500*time.Millisecond, func() bool {
+			ann, status, d := annotated(controlNode, expect[controlNode], steadyCPUTol)
+			desc = d
+			return ann && status
+		}); !ok {
 			t.Errorf("node %s did not get its values back in status: %s", controlNode, desc)
 		}
 	})
@@ -277,19 +298,30 @@ func TestPublisher(t *testing.T) {
 		// every period; the publisher's cycle count, read at the same looks,
 		// must show it evaluated the nodes with the broken file in place.
 		cycles0 := pubA.Metric(t, "kube_reclaim_publisher_cycle_duration_seconds_count")
+		// A look may fall between the publisher's annotation and status
+		// writes: status off the annotation counts at the second look in a
+		// row.
+		statusOff := map[string]int{}
+		look := func(node string, w want, what string) []string {
+			ann, status, desc := annotated(node, w, steadyCPUTol)
+			if status {
+				statusOff[node] = 0
+			} else {
+				statusOff[node]++
+			}
+			if !ann || statusOff[node] >= 2 {
+				return []string{what + ": " + desc}
+			}
+			return nil
+		}
 		r := framework.ExpectAbsence(t, framework.Absence{Window: 3 * pubPeriod, Every: pubPeriod,
 			// Two cycles take two periods plus their own time: on a busy
 			// machine the second may end after the window. The looks go on
 			// until it does.
 			ControlWithin: 6 * pubPeriod,
 			Look: func(time.Duration) ([]string, bool) {
-				var v []string
-				if ok, desc := matches(nodes[1], want{cpu, mem}); !ok {
-					v = append(v, "policy changed after a broken file: "+desc)
-				}
-				if ok, desc := matches(nodes[0], expect[nodes[0]]); !ok {
-					v = append(v, "default policy changed after a broken file: "+desc)
-				}
+				v := look(nodes[1], want{cpu, mem}, "policy changed after a broken file")
+				v = append(v, look(nodes[0], expect[nodes[0]], "default policy changed after a broken file")...)
 				return v, pubA.Metric(t, "kube_reclaim_publisher_cycle_duration_seconds_count")-cycles0 >= 2
 			}})
 		t.Logf("old policy in force at %d looks over %s; the publisher ran %v cycles meanwhile", r.Looks, 3*pubPeriod,
