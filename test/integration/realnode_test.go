@@ -211,8 +211,19 @@ func TestRealNode(t *testing.T) {
 					t.Fatal(err)
 				}
 			}()
-			// The apiserver drops the webhook from its chain asynchronously.
-			time.Sleep(5 * time.Second)
+			// The apiserver drops the webhook from its chain asynchronously:
+			// write status values the webhook would replace with the
+			// annotation's until one is stored as written, then put the
+			// annotation's back, as the webhook left them.
+			probe := map[string]any{string(names.CPU): "1", string(names.Memory): "1"}
+			if _, ok := framework.Poll(60*time.Second, time.Second, func() bool {
+				n, err := framework.PatchNode(ctx, c, nodeName, map[string]any{"status": map[string]any{"capacity": probe, "allocatable": probe}}, "status")
+				return err == nil && framework.ViewOf(n, time.Now(), time.Hour).Capacity == reclaimable.Resources{CPUMilli: 1, MemoryBytes: 1}
+			}); !ok {
+				t.Fatal("the webhook still replaced status values 60s after its configuration was deleted")
+			}
+			restore := map[string]any{string(names.CPU): fmt.Sprint(cpu), string(names.Memory): fmt.Sprint(mem)}
+			framework.MustPatchNode(t, c, nodeName, map[string]any{"status": map[string]any{"capacity": restore, "allocatable": restore}}, "status")
 			if err := rn.Reregister(ctx, false); err != nil {
 				t.Fatal(err)
 			}
