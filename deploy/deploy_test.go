@@ -650,7 +650,7 @@ func rules(rs []rbacv1.PolicyRule) []string {
 func TestRBACIsLeastPrivilege(t *testing.T) {
 	common := map[string][]string{
 		"ClusterRole//kube-reclaim-publisher": {
-			"groups= resources=nodes verbs=get,list,patch,watch",
+			"groups= resources=nodes verbs=get,list,watch",
 			"groups= resources=nodes/status verbs=patch",
 			"groups= resources=pods verbs=list,watch",
 			"groups= resources=pods/eviction verbs=create",

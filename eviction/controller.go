@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -39,7 +40,7 @@ type Controller struct {
 	opts     Options
 	names    reclaimable.Names
 	client   kubernetes.Interface
-	pods     func(node string) []*corev1.Pod
+	pods     func(node string) []*policyinput.Pod
 	recorder record.EventRecorder
 	clock    clock.Clock
 	timeout  time.Duration
@@ -79,7 +80,7 @@ type Config struct {
 	Names   reclaimable.Names
 	Client  kubernetes.Interface
 	// Pods returns the pods bound to a node, from the publisher's cache.
-	Pods  func(node string) []*corev1.Pod
+	Pods  func(node string) []*policyinput.Pod
 	Clock clock.Clock // the real clock when nil
 }
 
@@ -186,19 +187,12 @@ func (c *Controller) candidates(node string, now time.Time) []Candidate {
 	pods := c.pods(node)
 	out := make([]Candidate, 0, len(pods))
 	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
-			continue
+		if p.Terminal || p.Reclaimed.IsZero() {
+			continue // finished, or a regular pod: never touched
 		}
-		r, _ := c.names.PodRequest(p)
-		if r.IsZero() {
-			continue // a regular pod: never touched
-		}
-		cand := Candidate{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Reclaimed: r,
-			Created: p.CreationTimestamp.Time, Leaving: p.DeletionTimestamp != nil,
+		cand := Candidate{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Reclaimed: p.Reclaimed,
+			Created: p.CreationTimestamp.Time, Leaving: p.DeletionTimestamp != nil, Priority: p.Priority,
 			Excluded: c.refused.IsInBackOffSinceUpdate(string(p.UID), now)}
-		if p.Spec.Priority != nil {
-			cand.Priority = *p.Spec.Priority
-		}
 		if at, ok := c.dryRun[p.UID]; ok && now.Sub(at) < c.opts.Grace {
 			cand.Leaving = true
 		}

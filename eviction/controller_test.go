@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -76,7 +77,14 @@ func newHarness(t *testing.T, mode Mode, tune ...func(*Options)) *harness {
 		return true, nil, nil
 	})
 	h.c = New(Config{Options: o, Period: period, Timeout: time.Second, Names: names, Client: h.client,
-		Pods: func(n string) []*corev1.Pod { return h.pods[n] }, Clock: h.clock}, h.reg)
+		Pods: func(n string) []*policyinput.Pod {
+			// As the publisher's cache would hold them now.
+			var out []*policyinput.Pod
+			for _, p := range h.pods[n] {
+				out = append(out, policyinput.NewPod(names, p))
+			}
+			return out
+		}, Clock: h.clock}, h.reg)
 	h.c.SetRecorder(h.events)
 	return h
 }

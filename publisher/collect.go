@@ -38,9 +38,3 @@ func (p *Publisher) collect(ctx context.Context) {
 	}
 	p.assembler.AddPodMetrics(pm.Items)
 }
-
-func metav1ObjectMeta(pod *corev1.Pod) metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
-		ResourceVersion: pod.ResourceVersion, Labels: nil,
-		CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp}
-}

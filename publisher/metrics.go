@@ -13,9 +13,16 @@ type metrics struct {
 	configReloads  *prometheus.CounterVec
 	leader         prometheus.Gauge
 	nodesEvaluated prometheus.Gauge
+	// Cluster sums of the room every node has published, kept whatever
+	// --per-node-metrics says.
+	clusterCPU    prometheus.Gauge
+	clusterMem    prometheus.Gauge
+	nodesWithRoom prometheus.Gauge
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
+// newMetrics registers the publisher's metrics; the per-node gauges only
+// when perNode is set, so that switching them off removes their series.
+func newMetrics(reg prometheus.Registerer, perNode bool) *metrics {
 	const ns, sub = "kube_reclaim", "publisher"
 	m := &metrics{
 		cycleDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
@@ -26,7 +33,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		publishedMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "published_memory_bytes", Help: "Reclaimable memory last published per node."}, []string{"node"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "writes_total", Help: "API writes by kind (annotation, status) and reason (initial, decreased, changed, refresh, held-changed, status-mismatch)."},
+			Name: "writes_total", Help: "API writes, one merge patch on nodes/status per publish, by what it carries (annotation: the annotation, with the status values when they changed; status: the status values alone) and reason (initial, decreased, changed, refresh, held-changed, status-mismatch)."},
 			[]string{"kind", "reason"}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "write_errors_total", Help: "Node writes that failed after retries, by kind."}, []string{"kind"}),
@@ -40,8 +47,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "is_leader", Help: "1 while this replica holds the leader lease."}),
 		nodesEvaluated: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "nodes_evaluated", Help: "Nodes evaluated in the last cycle."}),
+		clusterCPU: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "cluster_published_cpu_millicores", Help: "Sum over every node of the reclaimable CPU published on it (the room), after the last cycle."}),
+		clusterMem: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "cluster_published_memory_bytes", Help: "Sum over every node of the reclaimable memory published on it (the room), after the last cycle."}),
+		nodesWithRoom: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "nodes_with_room", Help: "Nodes whose published room is above zero for both CPU and memory, after the last cycle."}),
 	}
-	reg.MustRegister(m.cycleDuration, m.publishedCPU, m.publishedMem, m.writes, m.writeErrors, m.zeroNodes,
-		m.metricsErrors, m.configReloads, m.leader, m.nodesEvaluated)
+	if perNode {
+		reg.MustRegister(m.publishedCPU, m.publishedMem)
+	}
+	reg.MustRegister(m.cycleDuration, m.writes, m.writeErrors, m.zeroNodes,
+		m.metricsErrors, m.configReloads, m.leader, m.nodesEvaluated, m.clusterCPU, m.clusterMem, m.nodesWithRoom)
 	return m
 }

@@ -13,9 +13,11 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -56,7 +58,7 @@ type Publisher struct {
 	// simulate); touched only by the cycle goroutine, like the pod scratch
 	// slice and the calculator.
 	assembler *policyinput.Assembler
-	podsBuf   []*corev1.Pod
+	podsBuf   []*policyinput.Pod
 	calc      policy.Calculator
 
 	leading        atomic.Bool
@@ -64,6 +66,8 @@ type Publisher struct {
 	firstCycleDone atomic.Bool
 	// published remembers which nodes have per-node gauges, to delete them.
 	published map[string]bool
+	// parsed caches each node's parsed annotation (cycle goroutine only).
+	parsed map[string]parsed
 }
 
 // Run starts the publisher and blocks until ctx ends.
@@ -155,8 +159,8 @@ func (o *Options) Run(ctx context.Context) error {
 
 // New builds a publisher without starting it.
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
-	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg),
-		published: map[string]bool{}}
+	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
+		published: map[string]bool{}, parsed: map[string]parsed{}}
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
 		Names: p.names, Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
@@ -165,43 +169,48 @@ func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, re
 }
 
 func (p *Publisher) startInformers(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(p.client, 0,
-		informers.WithTransform(trimPod))
+	factory := informers.NewSharedInformerFactoryWithOptions(p.client, 0)
 	nodeInf := factory.Core().V1().Nodes()
-	podInf := factory.Core().V1().Pods().Informer()
-	_ = podInf.AddIndexers(cache.Indexers{podNodeIndex: func(obj interface{}) ([]string, error) {
-		if pod, ok := obj.(*corev1.Pod); ok && pod.Spec.NodeName != "" {
-			return []string{pod.Spec.NodeName}, nil
-		}
-		return nil, nil
-	}})
+	_ = nodeInf.Informer().SetTransform(trimNode(p.names.Annotation))
+	// Finished pods hold nothing (the policy skips them), and a cluster
+	// keeps many: the apiserver leaves them out.
+	podInf := factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
+		return coreinformers.NewFilteredPodInformer(c, metav1.NamespaceAll, resync,
+			cache.Indexers{podNodeIndex: podNode}, func(o *metav1.ListOptions) { o.FieldSelector = policyinput.NonTerminalPods })
+	})
+	_ = podInf.SetTransform(policyinput.PodTransform(p.names))
 	p.nodes = nodeInf.Lister()
 	p.podIndex = podInf.GetIndexer()
 	p.hasSynced = []cache.InformerSynced{nodeInf.Informer().HasSynced, podInf.HasSynced}
 	factory.Start(ctx.Done())
 }
 
-// trimPod keeps only what the publisher reads, so 150,000 cached pods stay
-// cheap: name, node, phase, start time and container resources, and what the
-// eviction controller orders victims by (priority, creation, deletion).
-func trimPod(obj interface{}) (interface{}, error) {
-	pod, ok := obj.(*corev1.Pod)
-	if !ok {
-		return obj, nil
+func podNode(obj any) ([]string, error) {
+	if pod, ok := obj.(*policyinput.Pod); ok && pod.NodeName != "" {
+		return []string{pod.NodeName}, nil
 	}
-	trim := func(cs []corev1.Container) []corev1.Container {
-		out := make([]corev1.Container, len(cs))
-		for i := range cs {
-			out[i] = corev1.Container{Name: cs[i].Name, Resources: cs[i].Resources, RestartPolicy: cs[i].RestartPolicy}
+	return nil, nil
+}
+
+// trimNode keeps only what the publisher reads of a Node: a kubelet's Node
+// carries its images, conditions and addresses, kilobytes each, and the
+// publisher needs the name, labels (pools), its own annotation and the
+// capacity and allocatable lists.
+func trimNode(annotation string) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		node, ok := obj.(*corev1.Node)
+		if !ok {
+			return obj, nil
 		}
-		return out
+		out := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels},
+			Status:     corev1.NodeStatus{Capacity: node.Status.Capacity, Allocatable: node.Status.Allocatable},
+		}
+		if v, ok := node.Annotations[annotation]; ok {
+			out.Annotations = map[string]string{annotation: v}
+		}
+		return out, nil
 	}
-	return &corev1.Pod{
-		ObjectMeta: metav1ObjectMeta(pod),
-		Spec: corev1.PodSpec{NodeName: pod.Spec.NodeName, Containers: trim(pod.Spec.Containers),
-			InitContainers: trim(pod.Spec.InitContainers), Overhead: pod.Spec.Overhead, Priority: pod.Spec.Priority},
-		Status: corev1.PodStatus{Phase: pod.Status.Phase, StartTime: pod.Status.StartTime},
-	}, nil
 }
 
 func (p *Publisher) leaderElector(parent context.Context, run func(context.Context), cancel context.CancelFunc) (*leaderelection.LeaderElector, error) {
@@ -277,16 +286,26 @@ func (p *Publisher) Cycle(ctx context.Context) {
 	writes := make([]write, 0, 16)
 	zero := map[string]int{}
 	seen := make(map[string]bool, len(nodes))
+	var total reclaimable.Resources
+	withRoom := 0
 	for _, node := range nodes {
 		seen[node.Name] = true
-		w, res := p.evaluate(node, cfg, now)
+		w, res, room := p.evaluate(node, cfg, now)
 		if res.ZeroReason != "" {
 			zero[res.ZeroReason]++
 		}
 		if w != nil {
 			writes = append(writes, *w)
 		}
+		total.CPUMilli += room.CPUMilli
+		total.MemoryBytes += room.MemoryBytes
+		if room.CPUMilli > 0 && room.MemoryBytes > 0 {
+			withRoom++
+		}
 	}
+	p.m.clusterCPU.Set(float64(total.CPUMilli))
+	p.m.clusterMem.Set(float64(total.MemoryBytes))
+	p.m.nodesWithRoom.Set(float64(withRoom))
 	p.forgetGone(seen)
 	p.runWrites(ctx, writes)
 	// After the writes: the lowered room is published before anything is
@@ -302,8 +321,8 @@ func (p *Publisher) Cycle(ctx context.Context) {
 		"duration": time.Since(start).Round(time.Millisecond)}).Debug("cycle done")
 }
 
-// write is the work for one node: the annotation (when set) and then the
-// status, as the policy's Decision says.
+// write is the work for one node: the annotation (when set) and the status
+// values (when status is set), as the policy's Decision says, sent together.
 type write struct {
 	node       string
 	annotation string
@@ -315,20 +334,22 @@ type write struct {
 	status bool
 }
 
-func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Time) (*write, policy.Result) {
+// evaluate decides what to write for one node, if anything, and returns the
+// room the node carries once that is written.
+func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Time) (*write, policy.Result, reclaimable.Resources) {
 	settings, pool := cfg.For(node.Labels)
 	in, held := p.input(node)
 	res := p.calc.Compute(&in, settings, now, p.opts.MetricsStaleAfter)
 	p.evictor.Observe(node.Name, res, held)
 
 	obs := policy.Observed{Status: p.statusValues(node), Held: held}
-	if a, err := reclaimable.Parse(node.Annotations[p.names.Annotation]); err == nil {
+	if a, err := p.parsedAnnotation(node); err == nil {
 		obs.Published = &policy.Published{Values: a.Values(), Held: a.HeldValues(), WriteTime: a.WriteTime}
 	}
 	d := policy.Decide(obs, res.Resources, now, policy.Gate{ChangeThreshold: settings.ChangeThreshold,
 		DecreaseThreshold: p.opts.DecreaseThreshold, Refresh: p.opts.RefreshInterval})
 	if !d.Writes() {
-		return nil, res
+		return nil, res, d.Values
 	}
 	w := &write{node: node.Name, values: d.Values, floor: d.Status, reason: d.Reason, status: d.WriteStatus}
 	if d.WriteAnnotation {
@@ -339,11 +360,31 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 		value, err := ann.Marshal()
 		if err != nil {
 			logrus.WithError(err).WithField("node", node.Name).Error("encoding annotation")
-			return nil, res
+			return nil, res, d.Values
 		}
 		w.annotation = value
 	}
-	return w, res
+	return w, res, d.Values
+}
+
+// parsedAnnotation returns the node's annotation parsed, from a cache keyed
+// by the annotation's text: it changes once per publish, while the Node's
+// resourceVersion moves on every kubelet heartbeat, and parsing the JSON of
+// 5,000 nodes every cycle costs more than the rest of their evaluation.
+func (p *Publisher) parsedAnnotation(node *corev1.Node) (reclaimable.Annotation, error) {
+	text := node.Annotations[p.names.Annotation]
+	if c, ok := p.parsed[node.Name]; ok && c.text == text {
+		return c.annotation, c.err
+	}
+	a, err := reclaimable.Parse(text)
+	p.parsed[node.Name] = parsed{text: text, annotation: a, err: err}
+	return a, err
+}
+
+type parsed struct {
+	text       string
+	annotation reclaimable.Annotation
+	err        error
 }
 
 // statusValues returns the reclaimed resources the node status carries, or
@@ -367,26 +408,32 @@ func (p *Publisher) statusValues(node *corev1.Node) *reclaimable.Resources {
 // and the sum of the reclaimed requests of its live pods (room already
 // promised to them).
 func (p *Publisher) input(node *corev1.Node) (policy.Node, reclaimable.Resources) {
-	objs, _ := p.podIndex.ByIndex(podNodeIndex, node.Name)
-	pods := p.podsBuf[:0]
-	for _, o := range objs {
-		pods = append(pods, o.(*corev1.Pod))
-	}
-	p.podsBuf = pods
-	return p.assembler.Node(node, pods)
+	p.podsBuf = p.appendPodsOn(p.podsBuf[:0], node.Name)
+	return p.assembler.Node(node, p.podsBuf)
 }
 
 // podsOn returns the cached pods bound to a node, for the eviction controller.
-func (p *Publisher) podsOn(node string) []*corev1.Pod {
+func (p *Publisher) podsOn(node string) []*policyinput.Pod {
+	return p.appendPodsOn(nil, node)
+}
+
+func (p *Publisher) appendPodsOn(pods []*policyinput.Pod, node string) []*policyinput.Pod {
 	objs, _ := p.podIndex.ByIndex(podNodeIndex, node)
-	pods := make([]*corev1.Pod, 0, len(objs))
 	for _, o := range objs {
-		pods = append(pods, o.(*corev1.Pod))
+		pods = append(pods, o.(*policyinput.Pod))
 	}
 	return pods
 }
 
 func (p *Publisher) forgetGone(seen map[string]bool) {
+	for name := range p.parsed {
+		if !seen[name] {
+			delete(p.parsed, name)
+		}
+	}
+	if !p.opts.PerNodeMetrics {
+		return
+	}
 	for name := range p.published {
 		if !seen[name] {
 			p.m.publishedCPU.DeleteLabelValues(name)
@@ -420,6 +467,9 @@ func (p *Publisher) runWrites(ctx context.Context, writes []write) {
 	}
 	close(jobs)
 	wg.Wait()
+	if !p.opts.PerNodeMetrics {
+		return
+	}
 	for _, w := range writes {
 		p.m.publishedCPU.WithLabelValues(w.node).Set(float64(w.values.CPUMilli))
 		p.m.publishedMem.WithLabelValues(w.node).Set(float64(w.values.MemoryBytes))
@@ -427,25 +477,23 @@ func (p *Publisher) runWrites(ctx context.Context, writes []write) {
 	}
 }
 
+// write publishes w in one API write. writes_total counts it once, by what
+// it carries: "annotation" (with the status values when they changed too) or
+// "status" (the status values alone, e.g. after another writer changed them).
 func (p *Publisher) write(ctx context.Context, w write) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.WriteTimeout)
 	defer cancel()
+	kind := "status"
 	if w.annotation != "" {
-		if err := retryWrite(ctx, func(ctx context.Context) error { return p.patchAnnotation(ctx, w) }); err != nil {
-			p.m.writeErrors.WithLabelValues("annotation").Inc()
-			return fmt.Errorf("annotation: %w", err)
-		}
-		p.m.writes.WithLabelValues("annotation", w.reason).Inc()
-		logrus.WithFields(logrus.Fields{"node": w.node, "cpu": w.values.CPUMilli, "memory": w.values.MemoryBytes, "reason": w.reason}).Debug("published")
+		kind = "annotation"
 	}
-	if !w.status {
-		return nil
+	if err := retryWrite(ctx, func(ctx context.Context) error { return p.patchNode(ctx, w) }); err != nil {
+		p.m.writeErrors.WithLabelValues(kind).Inc()
+		return fmt.Errorf("%s: %w", kind, err)
 	}
-	if err := retryWrite(ctx, func(ctx context.Context) error { return p.patchStatus(ctx, w) }); err != nil {
-		p.m.writeErrors.WithLabelValues("status").Inc()
-		return fmt.Errorf("status: %w", err)
-	}
-	p.m.writes.WithLabelValues("status", w.reason).Inc()
+	p.m.writes.WithLabelValues(kind, w.reason).Inc()
+	logrus.WithFields(logrus.Fields{"node": w.node, "cpu": w.values.CPUMilli, "memory": w.values.MemoryBytes,
+		"status": w.status, "reason": w.reason}).Debug("published")
 	return nil
 }
 

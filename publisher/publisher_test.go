@@ -2,6 +2,7 @@ package publisher
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -58,6 +60,11 @@ func newTestPublisher(t *testing.T, ctx context.Context, objs ...runtime.Object)
 
 func newTestPublisherWith(t *testing.T, ctx context.Context, o *Options, objs ...runtime.Object) (*Publisher, *fake.Clientset) {
 	t.Helper()
+	return newTestPublisherWithRegistry(t, ctx, o, prometheus.NewRegistry(), objs...)
+}
+
+func newTestPublisherWithRegistry(t *testing.T, ctx context.Context, o *Options, reg prometheus.Registerer, objs ...runtime.Object) (*Publisher, *fake.Clientset) {
+	t.Helper()
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10"), corev1.ResourceMemory: resource.MustParse("10Gi")}
 	mc := metricsfake.NewSimpleClientset()
 	for _, o := range objs {
@@ -76,7 +83,7 @@ func newTestPublisherWith(t *testing.T, ctx context.Context, o *Options, objs ..
 		}
 	}
 	client := fake.NewSimpleClientset(objs...)
-	p := New(o, client, mc, prometheus.NewRegistry())
+	p := New(o, client, mc, reg)
 	p.startInformers(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
 		t.Fatal("informers not synced")
@@ -97,6 +104,103 @@ func annotation(t *testing.T, client *fake.Clientset, node string) reclaimable.A
 		t.Fatalf("annotation: %v", err)
 	}
 	return a
+}
+
+// sentPatch is one node patch the publisher sent.
+type sentPatch struct {
+	subresource string
+	nodePatch
+}
+
+func nodePatches(actions []k8stesting.Action) []sentPatch {
+	var out []sentPatch
+	for _, a := range actions {
+		pa, ok := a.(k8stesting.PatchAction)
+		if !ok || a.GetResource().Resource != "nodes" {
+			continue
+		}
+		sp := sentPatch{subresource: pa.GetSubresource()}
+		if err := json.Unmarshal(pa.GetPatch(), &sp.nodePatch); err != nil {
+			panic(fmt.Sprintf("publisher sent a patch that is not JSON: %v", err))
+		}
+		out = append(out, sp)
+	}
+	return out
+}
+
+// The first publish of a node is one API write: a merge patch of
+// nodes/status carrying the annotation and the status values together.
+func TestFirstPublishIsOneStatusPatchCarryingAnnotationAndStatus(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	p, client := newTestPublisher(t, ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}})
+	before := len(client.Actions())
+	p.Cycle(ctx)
+	patches := nodePatches(client.Actions()[before:])
+	if len(patches) != 1 {
+		t.Fatalf("%d node patches, want 1: %+v", len(patches), patches)
+	}
+	got := patches[0]
+	if got.subresource != "status" {
+		t.Errorf("patched subresource %q, want status", got.subresource)
+	}
+	if got.Metadata == nil || got.Metadata.Annotations[names.Annotation] == "" {
+		t.Errorf("patch carries no annotation: %+v", got)
+	}
+	if got.Status == nil || got.Status.Capacity[string(names.CPU)] != quantity(wantCPU) ||
+		got.Status.Allocatable[string(names.Memory)] != quantity(wantMem) {
+		t.Errorf("patch status %+v, want cpu %d and memory %d in capacity and allocatable", got.Status, wantCPU, wantMem)
+	}
+}
+
+// --per-node-metrics=false drops the two per-node gauges; the cluster sums
+// are exported either way and add up the nodes' room.
+func TestPerNodeMetricsSwitchKeepsClusterSums(t *testing.T) {
+	for _, perNode := range []bool{true, false} {
+		t.Run(fmt.Sprintf("per-node=%v", perNode), func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			o := NewOptions()
+			o.PerNodeMetrics = perNode
+			reg := prometheus.NewRegistry()
+			p, _ := newTestPublisherWithRegistry(t, ctx, o, reg,
+				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}})
+			p.Cycle(ctx)
+			families, err := reg.Gather()
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := map[string]float64{}
+			series := map[string]int{}
+			for _, f := range families {
+				for _, m := range f.GetMetric() {
+					series[f.GetName()]++
+					if m.GetGauge() != nil {
+						got[f.GetName()] += m.GetGauge().GetValue()
+					}
+				}
+			}
+			wantSeries := 0
+			if perNode {
+				wantSeries = 2
+			}
+			for _, name := range []string{"kube_reclaim_publisher_published_cpu_millicores", "kube_reclaim_publisher_published_memory_bytes"} {
+				if series[name] != wantSeries {
+					t.Errorf("%s has %d series, want %d", name, series[name], wantSeries)
+				}
+			}
+			for name, want := range map[string]float64{
+				"kube_reclaim_publisher_cluster_published_cpu_millicores": 2 * float64(wantCPU),
+				"kube_reclaim_publisher_cluster_published_memory_bytes":   2 * float64(wantMem),
+				"kube_reclaim_publisher_nodes_with_room":                  2,
+			} {
+				if got[name] != want {
+					t.Errorf("%s = %v, want %v", name, got[name], want)
+				}
+			}
+		})
+	}
 }
 
 // A full cycle against fake clients: the annotation and equal status values
@@ -242,14 +346,9 @@ func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
 	p, client := newTestPublisher(t, ctx, annotatedNode(t, "n1", current, time.Now().Add(-time.Minute)))
 	before := len(client.Actions())
 	p.Cycle(ctx)
-	var patches []string
-	for _, a := range client.Actions()[before:] {
-		if a.GetVerb() == "patch" {
-			patches = append(patches, a.GetSubresource())
-		}
-	}
-	if len(patches) != 1 || patches[0] != "status" {
-		t.Errorf("patched subresources %q, want only status", patches)
+	patches := nodePatches(client.Actions()[before:])
+	if len(patches) != 1 || patches[0].subresource != "status" || patches[0].Metadata != nil || patches[0].Status == nil {
+		t.Errorf("patches %+v, want one of nodes/status carrying status values and no annotation", patches)
 	}
 	got, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
@@ -326,5 +425,37 @@ func TestStaleMetricsDropTheRoomButKeepTheStatusAtWhatIsHeld(t *testing.T) {
 		if v := p.statusValues(got); v == nil || *v != tc.status {
 			t.Errorf("%s: status carries %+v, want %+v", tc.node, v, tc.status)
 		}
+	}
+}
+
+// The node cache keeps what evaluate reads and drops what a kubelet's Node
+// is heavy with (images, conditions, other annotations).
+func TestTrimNodeKeepsWhatEvaluateReads(t *testing.T) {
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), names.CPU: resource.MustParse("500")}
+	full := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "7", Labels: map[string]string{"pool": "a"},
+			Annotations: map[string]string{names.Annotation: `{"cpu":1}`, "node.alpha.kubernetes.io/ttl": "0"}},
+		Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
+			Images:     []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 30}},
+			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	}
+	out, err := trimNode(names.Annotation)(full)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Node)
+	want := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "7", Labels: map[string]string{"pool": "a"},
+			Annotations: map[string]string{names.Annotation: `{"cpu":1}`}},
+		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
+	}
+	if !equality.Semantic.DeepEqual(got, want) {
+		t.Errorf("trimmed node:\n%+v\nwant\n%+v", got, want)
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "n1", Obj: got}
+	if again, _ := trimNode(names.Annotation)(tomb); again != tomb {
+		t.Errorf("a tombstone was changed: %+v", again)
 	}
 }

@@ -232,18 +232,18 @@ func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss
 	}
 
 	// P4
-	p4CPU := "publisher cycle CPU, 5000 nodes / 150,000 pods, metrics read as JSON"
-	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=json", "cpu-s/cycle"); ok {
+	p4CPU := "publisher cycle CPU, 5000 nodes / 150,000 pods, metrics read as protobuf"
+	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=protobuf", "cpu-s/cycle"); ok {
 		add(row{ID: "P4", What: p4CPU, Measured: v, Unit: "s", GoalOp: below, Goal: 0.5,
-			Note: "process CPU of one steady-state Cycle: metrics.k8s.io lists decoded from JSON over loopback HTTP, informer caches in memory, no writes due"})
+			Note: "process CPU of one steady-state Cycle: metrics.k8s.io lists decoded from protobuf over loopback HTTP (what the publisher asks metrics-server for), informer caches in memory, no writes due"})
 	} else {
 		add(missing("P4", p4CPU, why(errs, "./publisher/", notRun)))
 	}
 	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=memory", "cpu-s/cycle"); ok {
 		add(row{ID: "P4", What: "publisher cycle CPU, metrics lists handed over decoded (info)", Measured: v, Unit: "s"})
 	}
-	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=protobuf", "cpu-s/cycle"); ok {
-		add(row{ID: "P4", What: "publisher cycle CPU, metrics read as protobuf, not what the publisher asks for today (info)", Measured: v, Unit: "s"})
+	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=json", "cpu-s/cycle"); ok {
+		add(row{ID: "P4", What: "publisher cycle CPU, metrics read as JSON, from a server that does not answer protobuf (info)", Measured: v, Unit: "s"})
 	}
 	if v, ok := bench("/policy", "BenchmarkComputeCluster/usage-max", "ms/cycle"); ok {
 		add(row{ID: "P4", What: "policy computation alone, 5000 nodes x 30 pods, 20 samples (info)", Measured: v / 1000, Unit: "s"})
@@ -256,10 +256,10 @@ func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss
 			add(missing("P4", what, why(errs, "./publisher/", notRun)))
 			continue
 		}
-		ann, _ := bench("/publisher", name, "annotation-writes/node/interval")
-		st, _ := bench("/publisher", name, "status-writes/node/interval")
-		add(row{ID: "P4", What: what, Measured: v, GoalOp: atMost, Goal: 2,
-			Note: fmt.Sprintf("%.2f annotation + %.2f status writes; steady state simulated 15x faster on 1000 nodes, every sample within ±%s%% of a constant usage", ann, st, noise)})
+		ann, _ := bench("/publisher", name, "with-annotation/node/interval")
+		st, _ := bench("/publisher", name, "with-status/node/interval")
+		add(row{ID: "P4", What: what, Measured: v, GoalOp: atMost, Goal: 1,
+			Note: fmt.Sprintf("one patch of nodes/status per publish: %.2f carried the annotation, %.2f status values; steady state simulated 15x faster on 1000 nodes, every sample within ±%s%% of a constant usage", ann, st, noise)})
 	}
 	p4RSS := "publisher + extender RSS at 5000 nodes / 150,000 pods"
 	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=memory", "heap-MB"); ok {

@@ -159,7 +159,7 @@ func TestBuildRowsUsesTheMeasurements(t *testing.T) {
 		{Pkg: "github.com/kube-reclaim/kube-reclaim/webhook", Name: "BenchmarkHandler/baseline", Metrics: map[string]float64{"cpu-ns/op": 2000}},
 		{Pkg: "github.com/kube-reclaim/kube-reclaim/extender", Name: "BenchmarkFilterPrioritize/nodes=500", Metrics: map[string]float64{"both-p99-ns": 400000}},
 		{Pkg: "github.com/kube-reclaim/kube-reclaim/extender", Name: "BenchmarkFilterPrioritize/nodes=5000", Metrics: map[string]float64{"both-p99-ns": 6e6}},
-		{Pkg: "github.com/kube-reclaim/kube-reclaim/publisher", Name: "BenchmarkCycle/metrics=json", Metrics: map[string]float64{"cpu-s/cycle": 0.4}},
+		{Pkg: "github.com/kube-reclaim/kube-reclaim/publisher", Name: "BenchmarkCycle/metrics=protobuf", Metrics: map[string]float64{"cpu-s/cycle": 0.4}},
 		{Pkg: "github.com/kube-reclaim/kube-reclaim/publisher", Name: "BenchmarkCycleWrites/noise=10%", Metrics: map[string]float64{"writes/node/interval": 2.5}},
 	}
 	wh := &webhookResult{Conns: 8,
@@ -177,7 +177,7 @@ func TestBuildRowsUsesTheMeasurements(t *testing.T) {
 		"scheduling throughput: reclaimed pods via extender vs native pods, 1000 kwok nodes, 1000 pods each": statusPass,
 		"extender filter+prioritize server time p99, 500 names, 30 pods/node":                                statusPass,
 		"extender filter+prioritize server time p99, 5000 names, 30 pods/node":                               statusFail,
-		"publisher cycle CPU, 5000 nodes / 150,000 pods, metrics read as JSON":                               statusPass,
+		"publisher cycle CPU, 5000 nodes / 150,000 pods, metrics read as protobuf":                           statusPass,
 		"publisher API writes per node per refresh interval, usage noise ±10%":                               statusFail,
 		"publisher API writes per node per refresh interval, usage noise ±3%":                                statusMissing,
 	} {

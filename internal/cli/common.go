@@ -7,6 +7,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -105,5 +106,12 @@ func (c *Common) RESTConfig(userAgent string) (*rest.Config, error) {
 	}
 	cfg.QPS, cfg.Burst = c.QPS, c.Burst
 	cfg.UserAgent = userAgent
+	// Every role talks to built-in types only (and to metrics.k8s.io, which
+	// metrics-server serves in protobuf too): protobuf decodes several times
+	// faster than JSON and with less garbage, which is what a list of
+	// 150,000 pods or PodMetrics costs. A server that cannot encode protobuf
+	// answers JSON, the second accepted type.
+	cfg.ContentType = runtime.ContentTypeProtobuf
+	cfg.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
 	return cfg, nil
 }

@@ -343,7 +343,7 @@ func (s *SimulateOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	pods, err := s.pods(ctx, c, nodes)
+	pods, err := s.pods(ctx, c, nodes, names)
 	if err != nil {
 		return err
 	}
@@ -465,26 +465,25 @@ func (s *SimulateOptions) nodes(ctx context.Context, c Clients) ([]corev1.Node, 
 	return nodes, nil
 }
 
-// pods reads the non-terminal pods bound to the nodes, by node.
-func (s *SimulateOptions) pods(ctx context.Context, c Clients, nodes []corev1.Node) (map[string][]*corev1.Pod, error) {
+// pods reads the non-terminal pods bound to the nodes, by node, as the
+// publisher keeps them.
+func (s *SimulateOptions) pods(ctx context.Context, c Clients, nodes []corev1.Node, names reclaimable.Names) (map[string][]*policyinput.Pod, error) {
 	want := make(map[string]bool, len(nodes))
 	for i := range nodes {
 		want[nodes[i].Name] = true
 	}
-	sel := fields.AndSelectors(
-		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodSucceeded)),
-		fields.OneTermNotEqualSelector("status.phase", string(corev1.PodFailed)))
+	sel := fields.ParseSelectorOrDie(policyinput.NonTerminalPods)
 	if len(nodes) == 1 {
 		sel = fields.AndSelectors(sel, fields.OneTermEqualSelector("spec.nodeName", nodes[0].Name))
 	}
-	out := map[string][]*corev1.Pod{}
+	out := map[string][]*policyinput.Pod{}
 	p := c.pager(func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 		return c.Kube.CoreV1().Pods(metav1.NamespaceAll).List(ctx, opts)
 	})
 	err := p.EachListItemWithAlloc(ctx, metav1.ListOptions{FieldSelector: sel.String()}, func(obj runtime.Object) error {
 		pod := obj.(*corev1.Pod)
 		if want[pod.Spec.NodeName] {
-			out[pod.Spec.NodeName] = append(out[pod.Spec.NodeName], pod)
+			out[pod.Spec.NodeName] = append(out[pod.Spec.NodeName], policyinput.NewPod(names, pod))
 		}
 		return nil
 	})

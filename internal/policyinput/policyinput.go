@@ -111,19 +111,13 @@ func PodSample(m *metricsv1beta1.PodMetrics) policy.Sample {
 // PodKey names a pod's series: PodMetrics carry no UID, so namespace/name.
 func PodKey(namespace, name string) string { return namespace + "/" + name }
 
-// Terminal reports whether a pod has finished: it neither holds its requests
-// nor uses anything, so the policy never sees it.
-func Terminal(pod *corev1.Pod) bool {
-	return pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
-}
-
 // Node assembles the policy's view of node from pods, the pods bound to it
 // (terminal ones are skipped), and returns as well the sum of the reclaimed
 // requests of its live pods: room already promised to them.
 //
 // The returned samples live in a scratch buffer that the next call reuses:
 // compute with in before assembling the next node.
-func (a *Assembler) Node(node *corev1.Node, pods []*corev1.Pod) (in policy.Node, held reclaimable.Resources) {
+func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held reclaimable.Resources) {
 	in = policy.Node{
 		Name:        node.Name,
 		Capacity:    Resources(node.Status.Capacity),
@@ -138,16 +132,12 @@ func (a *Assembler) Node(node *corev1.Node, pods []*corev1.Pod) (in policy.Node,
 	in.Samples = buf
 	in.Pods = make([]policy.Pod, 0, len(pods))
 	for _, pod := range pods {
-		if Terminal(pod) {
+		if pod.Terminal {
 			continue
 		}
-		reclaimed, _ := a.names.PodRequest(pod)
-		held = held.Add(reclaimed)
+		held = held.Add(pod.Reclaimed)
 		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-			Requests: reclaimable.NativeRequest(pod), Reclaimed: !reclaimed.IsZero()}
-		if pod.Status.StartTime != nil {
-			pp.StartTime = pod.Status.StartTime.Time
-		}
+			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), StartTime: pod.StartTime}
 		if a.hist != nil {
 			n := len(buf)
 			buf = a.hist.AppendPod(buf, PodKey(pod.Namespace, pod.Name))

@@ -76,7 +76,11 @@ func TestNodeAssemblesWhatThePolicyReads(t *testing.T) {
 		t.Errorf("a repeated reading added %d samples", got)
 	}
 
-	in, held := a.Node(node, []*corev1.Pod{regular, batch, done, failed, pending})
+	var pods []*Pod
+	for _, p := range []*corev1.Pod{regular, batch, done, failed, pending} {
+		pods = append(pods, NewPod(n, p))
+	}
+	in, held := a.Node(node, pods)
 
 	if in.Name != "n1" || in.Allocatable != (reclaimable.Resources{CPUMilli: 7500, MemoryBytes: 15 << 30}) ||
 		in.Capacity != (reclaimable.Resources{CPUMilli: 8000, MemoryBytes: 16 << 30}) {
@@ -153,7 +157,8 @@ func TestResizeKeepsTheHistoryUnlessTheAgeChanges(t *testing.T) {
 }
 
 func TestNodeWithoutHistoryHasNoSamples(t *testing.T) {
-	in, _ := New(names(t)).Node(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, []*corev1.Pod{pod("p", corev1.PodRunning, nil)})
+	n := names(t)
+	in, _ := New(n).Node(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, []*Pod{NewPod(n, pod("p", corev1.PodRunning, nil))})
 	if len(in.Samples) != 0 || len(in.Pods) != 1 || len(in.Pods[0].Samples) != 0 {
 		t.Errorf("in = %+v", in)
 	}

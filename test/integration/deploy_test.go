@@ -371,8 +371,9 @@ func TestDeploy(t *testing.T) {
 		pub := as("kube-reclaim-publisher")
 		_, err = pub.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		allowed("publisher", "list nodes", err)
+		// The publisher writes the annotation through nodes/status only.
 		_, err = pub.CoreV1().Nodes().Patch(ctx, "no-such-node", types.MergePatchType, mergePatch, dry)
-		allowed("publisher", "patch nodes", err)
+		forbidden("publisher", "patch nodes", err)
 		_, err = pub.CoreV1().Nodes().Patch(ctx, "no-such-node", types.MergePatchType, mergePatch, dry, "status")
 		allowed("publisher", "patch nodes/status", err)
 		_, err = pub.CoreV1().Pods("").List(ctx, metav1.ListOptions{})

@@ -1,0 +1,71 @@
+package policyinput
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// Pod is what kube-reclaim keeps of a pod to compute a node's room and to
+// choose eviction victims: a few numbers instead of a whole Pod. The
+// publisher caches 150,000 of them at 5,000 nodes, where a Pod, even trimmed
+// to its containers' resources, costs kilobytes.
+//
+// It embeds ObjectMeta so that client-go's stores and indexers key it like
+// the Pod it comes from; only Name, Namespace, UID, CreationTimestamp and
+// DeletionTimestamp are set.
+type Pod struct {
+	metav1.ObjectMeta
+	NodeName string
+	// Requests are the effective native cpu/memory requests, overhead
+	// included (reclaimable.NativeRequest).
+	Requests reclaimable.Resources
+	// Reclaimed are the effective requests of the reclaimed resources
+	// (Names.PodRequest); zero for a regular pod.
+	Reclaimed reclaimable.Resources
+	// StartTime is when kubelet started the pod; zero before that.
+	StartTime time.Time
+	Priority  int32
+	// Terminal: the pod has finished (Succeeded or Failed).
+	Terminal bool
+}
+
+// NewPod keeps of pod what Pod holds, with the reclaimed requests read under
+// names.
+func NewPod(names reclaimable.Names, pod *corev1.Pod) *Pod {
+	p := &Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp},
+		NodeName: pod.Spec.NodeName,
+		Requests: reclaimable.NativeRequest(pod),
+		Terminal: pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
+	}
+	p.Reclaimed, _ = names.PodRequest(pod)
+	if pod.Status.StartTime != nil {
+		p.StartTime = pod.Status.StartTime.Time
+	}
+	if pod.Spec.Priority != nil {
+		p.Priority = *pod.Spec.Priority
+	}
+	return p
+}
+
+// PodTransform is a client-go informer transform that stores a Pod for every
+// corev1.Pod. Anything else (a tombstone, or a Pod already transformed) is
+// returned as it is.
+func PodTransform(names reclaimable.Names) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			return NewPod(names, pod), nil
+		}
+		return obj, nil
+	}
+}
+
+// NonTerminalPods is the field selector of pods that have not finished: a
+// finished pod neither holds its requests nor uses anything, so a cache of
+// pods for the policy need not hold the many a cluster keeps around.
+const NonTerminalPods = "status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed)

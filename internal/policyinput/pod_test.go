@@ -1,0 +1,97 @@
+package policyinput
+
+import (
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+)
+
+// The compact record keeps every number the policy and victim choice read,
+// with init containers, sidecars and overhead aggregated like the full pod.
+func TestNewPodKeepsWhatThePolicyAndEvictionRead(t *testing.T) {
+	n := names(t)
+	always := corev1.ContainerRestartPolicyAlways
+	prio := int32(-50)
+	created := metav1.NewTime(time.Unix(1_700_000_000, 0))
+	started := metav1.NewTime(created.Add(time.Minute))
+	deleting := metav1.NewTime(created.Add(time.Hour))
+	full := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: "p", UID: "u1", CreationTimestamp: created, DeletionTimestamp: &deleting,
+			Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"big": "kilobytes"}, ResourceVersion: "42"},
+		Spec: corev1.PodSpec{NodeName: "n1", Priority: &prio,
+			Overhead: list("cpu", "10m", "memory", "1Mi"),
+			InitContainers: []corev1.Container{
+				{Name: "init", Resources: corev1.ResourceRequirements{Requests: list("cpu", "3")}},
+				{Name: "sidecar", RestartPolicy: &always, Resources: corev1.ResourceRequirements{Requests: list("memory", "64Mi")}},
+			},
+			Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: list("cpu", "500m", string(n.CPU), "2000", string(n.Memory), "1024"),
+				Limits:   list(string(n.CPU), "2000", string(n.Memory), "1024")}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &started},
+	}
+	got := NewPod(n, full)
+	want := Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: "p", UID: "u1", CreationTimestamp: created, DeletionTimestamp: &deleting},
+		NodeName:   "n1",
+		// max(500m + sidecar 0, init 3000m) + overhead; memory 64Mi + overhead.
+		Requests:  reclaimable.Resources{CPUMilli: 3010, MemoryBytes: 65 << 20},
+		Reclaimed: reclaimable.Resources{CPUMilli: 2000, MemoryBytes: 1024},
+		StartTime: started.Time, Priority: -50,
+	}
+	if got.Namespace != want.Namespace || got.Name != want.Name || got.UID != want.UID || !got.CreationTimestamp.Equal(&want.CreationTimestamp) ||
+		got.DeletionTimestamp == nil || got.NodeName != want.NodeName || got.Requests != want.Requests || got.Reclaimed != want.Reclaimed ||
+		!got.StartTime.Equal(want.StartTime) || got.Priority != want.Priority || got.Terminal {
+		t.Errorf("NewPod = %+v\nwant     %+v", *got, want)
+	}
+	if got.Labels != nil || got.Annotations != nil || got.ResourceVersion != "" {
+		t.Errorf("kept more than it needs: labels %v, annotations %v, resourceVersion %q", got.Labels, got.Annotations, got.ResourceVersion)
+	}
+	for _, phase := range []corev1.PodPhase{corev1.PodSucceeded, corev1.PodFailed} {
+		full.Status.Phase = phase
+		if !NewPod(n, full).Terminal {
+			t.Errorf("phase %s not terminal", phase)
+		}
+	}
+}
+
+// client-go's stores key the record like the Pod it replaces, and the
+// transform leaves tombstones and records already transformed alone.
+func TestPodTransformIsKeyedLikeThePodAndIdempotent(t *testing.T) {
+	transform := PodTransform(names(t))
+	out, err := transform(pod("a", corev1.PodRunning, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, ok := out.(*Pod)
+	if !ok {
+		t.Fatalf("transform returned %T", out)
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(rec); err != nil || key != "ns/a" {
+		t.Errorf("key = %q, %v; want ns/a", key, err)
+	}
+	if again, _ := transform(rec); again != rec {
+		t.Errorf("a transformed record was transformed again: %+v", again)
+	}
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: rec}
+	if got, _ := transform(tomb); got != tomb {
+		t.Errorf("a tombstone was changed: %+v", got)
+	}
+}
+
+func TestNonTerminalPodsIsAValidFieldSelector(t *testing.T) {
+	sel, err := fields.ParseSelector(NonTerminalPods)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for phase, want := range map[corev1.PodPhase]bool{corev1.PodRunning: true, corev1.PodPending: true, corev1.PodSucceeded: false, corev1.PodFailed: false} {
+		if got := sel.Matches(fields.Set{"status.phase": string(phase)}); got != want {
+			t.Errorf("phase %s matches = %v, want %v", phase, got, want)
+		}
+	}
+}
