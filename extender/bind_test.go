@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -238,6 +239,73 @@ func TestBindLooksUpPodsTheInformerHasNotSeen(t *testing.T) {
 	}
 	if res := f.bind(pod("absent", "", 1000, gi), "n1"); !strings.Contains(res.Error, `getting pod batch/absent: pods "absent" not found`) {
 		t.Errorf("Error = %q", res.Error)
+	}
+	if got := f.counter("kube_reclaim_extender_bind_pod_lookups_total", map[string]string{"source": "api"}); got != 2 {
+		t.Errorf("api lookups = %v, want 2", got)
+	}
+}
+
+// A pod the informer has not delivered yet is bound from the record filter
+// made of it: no GET, so binds cost one API call each. A pod filter never
+// saw, or one of the same name with another UID, still needs the GET.
+func TestBindUsesThePodFilterAdmittedInsteadOfAGet(t *testing.T) {
+	f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute))
+	f.withholdBinds(nil)
+	f.ext.server.pods = emptyPods{}
+	p := pod("fresh", "", 3000, gi)
+	if res := f.filter(p, "n1"); len(*res.NodeNames) != 1 {
+		t.Fatalf("filter = %+v", res)
+	}
+	gets := func() int {
+		n := 0
+		for _, a := range f.client.Actions() {
+			if a.GetVerb() == "get" && a.GetResource().Resource == "pods" {
+				n++
+			}
+		}
+		return n
+	}
+	if res := f.bind(p, "n1"); res.Error != "" {
+		t.Fatalf("Error = %q", res.Error)
+	}
+	if got := gets(); got != 0 {
+		t.Errorf("%d pod GETs for a pod filter admitted, want 0", got)
+	}
+	if got := f.free("n1"); got != req(1000, 3*gi) {
+		t.Errorf("free = %+v, want 1000m / 3Gi: the bind reserved the filtered pod's request", got)
+	}
+	if got := f.counter("kube_reclaim_extender_bind_pod_lookups_total", map[string]string{"source": "filter"}); got != 1 {
+		t.Errorf("filter lookups = %v, want 1", got)
+	}
+	// Control: the same name with another UID is not the filtered pod.
+	other := pod("fresh", "", 1000, gi)
+	other.UID = "recreated"
+	if res := f.bind(other, "n1"); !strings.Contains(res.Error, "getting pod batch/fresh") {
+		t.Errorf("Error = %q, want the GET's answer (the fake API has no such pod)", res.Error)
+	}
+	if got := gets(); got != 1 {
+		t.Errorf("%d pod GETs, want 1 for the pod filter never saw", got)
+	}
+}
+
+func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
+	f := newFilteredPods(2)
+	rec := func(name string) *podRecord {
+		return &podRecord{namespace: "ns", name: name, uid: types.UID("uid-" + name)}
+	}
+	for _, n := range []string{"a", "b", "c"} {
+		f.add(rec(n))
+	}
+	for name, want := range map[string]bool{"a": false, "b": true, "c": true} {
+		if _, ok := f.get("ns", name, types.UID("uid-"+name)); ok != want {
+			t.Errorf("%s kept = %v, want %v", name, ok, want)
+		}
+	}
+	if _, ok := f.get("other", "b", "uid-b"); ok {
+		t.Error("a record was returned for another namespace")
+	}
+	if len(f.byUID) != 2 {
+		t.Errorf("%d records kept, want 2", len(f.byUID))
 	}
 }
 

@@ -29,6 +29,7 @@ type metrics struct {
 	assumptionConfirmed prometheus.Histogram
 	clampedNodes        *prometheus.GaugeVec
 	notEnforced         *prometheus.CounterVec
+	bindLookups         *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -62,6 +63,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "not_enforced_refusals_total",
 			Help: "Filter and bind calls (verb label) refused under --require-enforced because a reclaimed pod lacks the native limits the pod webhook sets: it was created while the pod webhook was not configured."},
 			[]string{"verb"}),
+		bindLookups: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "bind_pod_lookups_total",
+			Help: "Where bind found the pod it binds, by source: informer, filter (the record filter made of it; the informer had not delivered it yet) or api (a GET: neither had it)."},
+			[]string{"source"}),
 	}
 	for id := rNone + 1; id < nReasons; id++ {
 		m.filtered[id] = filtered.WithLabelValues(reasonLabels[id])
@@ -75,7 +80,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, v := range []string{"filter", "bind"} {
 		m.notEnforced.WithLabelValues(v)
 	}
-	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced)
+	for _, src := range []string{"informer", "filter", "api"} {
+		m.bindLookups.WithLabelValues(src)
+	}
+	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced, m.bindLookups)
 	return m
 }
 

@@ -56,11 +56,18 @@ type server struct {
 	requireEnforced bool
 	// argsJSON decodes ExtenderArgs, interning node names from cache.
 	argsJSON jsoniter.API
+	// filtered are the pods filter admitted lately, for bind.
+	filtered *filteredPods
 }
+
+// filteredPodsKept bounds filteredPods: far more pods than a scheduler
+// filters between a filter and the bind of the same pod.
+const filteredPodsKept = 4096
 
 func newServer(names reclaimable.Names, strategy string, c *nodeCache, pods podSource, client kubernetes.Interface, synced func() bool, m *metrics) *server {
 	return &server{names: names, strategy: strategy, cache: c, pods: pods, client: client, synced: synced,
-		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names), argsJSON: newArgsJSON(c)}
+		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names), argsJSON: newArgsJSON(c),
+		filtered: newFilteredPods(filteredPodsKept)}
 }
 
 // handler routes POST /filter, /prioritize and /bind.
@@ -334,6 +341,7 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 		logrus.WithFields(logrus.Fields{"pod": args.Pod.Namespace + "/" + args.Pod.Name}).Debug("filter refused a pod that is not enforced: " + msg)
 		return res
 	}
+	s.filtered.add(newPodRecord(s.names, args.Pod))
 	states := s.nodeStates(names, rq)
 	passed := rq.passed[:0]
 	if passed == nil {
@@ -503,13 +511,19 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 	return &extenderv1.ExtenderBindingResult{}
 }
 
-// lookupPod returns the pod's record from the informer, or from the API when
-// the informer has not seen it yet (the scheduler's own watch may be ahead of
-// ours).
+// lookupPod returns the pod's record from the informer, else the one filter
+// made of the same pod (the scheduler's own watch may be ahead of ours), and
+// only for a pod neither has seen from the API.
 func (s *server) lookupPod(ctx context.Context, args *extenderv1.ExtenderBindingArgs) (*podRecord, error) {
 	if rec, ok := s.pods.pod(args.PodNamespace, args.PodName); ok && (args.PodUID == "" || rec.uid == args.PodUID) {
+		s.metrics.bindLookups.WithLabelValues("informer").Inc()
 		return rec, nil
 	}
+	if rec, ok := s.filtered.get(args.PodNamespace, args.PodName, args.PodUID); ok {
+		s.metrics.bindLookups.WithLabelValues("filter").Inc()
+		return rec, nil
+	}
+	s.metrics.bindLookups.WithLabelValues("api").Inc()
 	p, err := s.client.CoreV1().Pods(args.PodNamespace).Get(ctx, args.PodName, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("getting pod %s/%s: %w", args.PodNamespace, args.PodName, err)
