@@ -58,23 +58,20 @@ func TestPodRecordKeepsOnlyWhatIsNeeded(t *testing.T) {
 		Requests: initRes, Limits: initRes.DeepCopy()}}}
 	p.Labels = map[string]string{"big": "label"}
 	enforced(p)
-	got, err := podTransform(testNames)(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := &podRecord{namespace: "batch", name: "p", uid: "uid-p", nodeName: "n1", req: req(3000, 2*gi)}
+	p.ResourceVersion = "5"
+	got := podRecords(testNames)(p)
+	want := &podRecord{namespace: "batch", name: "p", uid: "uid-p", resourceVersion: "5", nodeName: "n1", req: req(3000, 2*gi)}
 	if r := got.(*podRecord); *r != *want {
 		t.Errorf("record = %+v, want %+v", *r, *want)
 	}
 	// Idempotent: a record passes through unchanged.
-	again, _ := podTransform(testNames)(got)
-	if again != got {
-		t.Error("transform of a record is not the identity")
+	if again := podRecords(testNames)(got); again != got {
+		t.Error("converting a record is not the identity")
 	}
-	if done, _ := podTransform(testNames)(withPhase(pod("q", "n1", 1, 1), corev1.PodSucceeded)); !done.(*podRecord).terminal {
+	if done := podRecords(testNames)(withPhase(pod("q", "n1", 1, 1), corev1.PodSucceeded)); !done.(*podRecord).terminal {
 		t.Error("succeeded pod not marked terminal")
 	}
-	if bare, _ := podTransform(testNames)(pod("q", "n1", 1, 1)); !strings.Contains(bare.(*podRecord).unenforced, `container "main": no explicit requests.cpu`) {
+	if bare := podRecords(testNames)(pod("q", "n1", 1, 1)); !strings.Contains(bare.(*podRecord).unenforced, `container "main": no explicit requests.cpu`) {
 		t.Errorf("a pod without the webhook's limits: unenforced = %q, want what it lacks", bare.(*podRecord).unenforced)
 	}
 }

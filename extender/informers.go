@@ -10,12 +10,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
+	"github.com/kube-reclaim/kube-reclaim/internal/compactlist"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -26,6 +28,8 @@ import (
 type podRecord struct {
 	namespace, name string
 	uid             types.UID
+	// resourceVersion is read by the reflector from watch bookmarks.
+	resourceVersion string
 	nodeName        string
 	req             reclaimable.Resources
 	mismatch        bool
@@ -37,22 +41,38 @@ type podRecord struct {
 
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
 func (p *podRecord) GetObjectMeta() metav1.Object {
-	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, UID: p.uid}
+	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, UID: p.uid, ResourceVersion: p.resourceVersion}
 }
+
+// GetObjectKind and DeepCopyObject make the record a runtime.Object, which
+// the reflector requires of what compactlist hands it.
+func (p *podRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies the record; it holds no pointers.
+func (p *podRecord) DeepCopyObject() runtime.Object { c := *p; return &c }
 
 // nodeRecord is all the node informer keeps of a node (a Node with its
 // images and conditions is ~10 KB).
 type nodeRecord struct {
-	name       string
-	annotation string
-	present    bool
+	name            string
+	resourceVersion string
+	annotation      string
+	present         bool
 	// allocatable is the node's native allocatable CPU (millicores) and
 	// memory (bytes): no annotated value may exceed it.
 	allocatable reclaimable.Resources
 }
 
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
-func (n *nodeRecord) GetObjectMeta() metav1.Object { return &metav1.ObjectMeta{Name: n.name} }
+func (n *nodeRecord) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Name: n.name, ResourceVersion: n.resourceVersion}
+}
+
+// GetObjectKind makes the record a runtime.Object, with DeepCopyObject.
+func (n *nodeRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject copies the record; it holds no pointers.
+func (n *nodeRecord) DeepCopyObject() runtime.Object { c := *n; return &c }
 
 // intern shares the backing memory of strings repeated across pods
 // (namespaces, node names).
@@ -61,7 +81,7 @@ func intern(s string) string { return unique.Make(s).Value() }
 // newPodRecord strips a pod to what the extender needs.
 func newPodRecord(n reclaimable.Names, p *corev1.Pod) *podRecord {
 	req, mismatch := n.PodRequest(p)
-	r := &podRecord{namespace: intern(p.Namespace), name: p.Name, uid: p.UID,
+	r := &podRecord{namespace: intern(p.Namespace), name: p.Name, uid: p.UID, resourceVersion: p.ResourceVersion,
 		req: req, mismatch: mismatch,
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
 	if p.Spec.NodeName != "" {
@@ -75,24 +95,24 @@ func newPodRecord(n reclaimable.Names, p *corev1.Pod) *podRecord {
 	return r
 }
 
-// podTransform is the pod informer's transform. It must be idempotent: the
-// informer may pass objects it already transformed.
-func podTransform(n reclaimable.Names) cache.TransformFunc {
-	return func(obj interface{}) (interface{}, error) {
+// podRecords converts the pods compactlist reads into records; anything
+// else keeps its type.
+func podRecords(n reclaimable.Names) compactlist.Convert {
+	return func(obj runtime.Object) runtime.Object {
 		if p, ok := obj.(*corev1.Pod); ok {
-			return newPodRecord(n, p), nil
+			return newPodRecord(n, p)
 		}
-		return obj, nil
+		return obj
 	}
 }
 
-func nodeTransform(n reclaimable.Names) cache.TransformFunc {
-	return func(obj interface{}) (interface{}, error) {
+func nodeRecords(n reclaimable.Names) compactlist.Convert {
+	return func(obj runtime.Object) runtime.Object {
 		if node, ok := obj.(*corev1.Node); ok {
 			v, present := node.Annotations[n.Annotation]
-			return &nodeRecord{name: node.Name, annotation: v, present: present, allocatable: nativeAllocatable(node)}, nil
+			return &nodeRecord{name: node.Name, resourceVersion: node.ResourceVersion, annotation: v, present: present, allocatable: nativeAllocatable(node)}
 		}
-		return obj, nil
+		return obj
 	}
 }
 
@@ -114,6 +134,8 @@ type informers struct {
 }
 
 func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache) (*informers, error) {
+	// Both informers are fed records through compactlist: listing 150,000
+	// pods never holds more than a page of full Pods.
 	podLW := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = nonTerminalPods.String()
@@ -133,14 +155,10 @@ func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache
 		},
 	}
 	inf := &informers{
-		pods:  cache.NewSharedIndexInformerWithOptions(podLW, &corev1.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods"}),
-		nodes: cache.NewSharedIndexInformerWithOptions(nodeLW, &corev1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"}),
-	}
-	if err := inf.pods.SetTransform(podTransform(n)); err != nil {
-		return nil, err
-	}
-	if err := inf.nodes.SetTransform(nodeTransform(n)); err != nil {
-		return nil, err
+		pods: cache.NewSharedIndexInformerWithOptions(compactlist.New(podLW, podRecords(n)), &podRecord{},
+			cache.SharedIndexInformerOptions{ObjectDescription: "pods"}),
+		nodes: cache.NewSharedIndexInformerWithOptions(compactlist.New(nodeLW, nodeRecords(n)), &nodeRecord{},
+			cache.SharedIndexInformerOptions{ObjectDescription: "nodes"}),
 	}
 	if _, err := inf.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj interface{}) { withPod(obj, c.setPod) },

@@ -270,15 +270,15 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 	nodeStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 	toNode := trimNode(c.names.Annotation)
 	for _, n := range c.nodes {
-		kept, _ := toNode(n.DeepCopy())
+		kept := toNode(n.DeepCopy())
 		if err := nodeStore.Add(kept); err != nil {
 			tb.Fatal(err)
 		}
 	}
 	podStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podNodeIndex: podNode})
-	toPod := policyinput.PodTransform(c.names)
+	toPod := policyinput.PodRecords(c.names)
 	for _, pod := range c.pods {
-		kept, _ := toPod(pod)
+		kept := toPod(pod)
 		if err := podStore.Add(kept); err != nil {
 			tb.Fatal(err)
 		}

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
-	"k8s.io/client-go/informers"
-	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -29,6 +29,7 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
+	"github.com/kube-reclaim/kube-reclaim/internal/compactlist"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
@@ -168,21 +169,39 @@ func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, re
 	return p
 }
 
+// startInformers starts the node and pod informers. Both are fed through
+// compactlist, so the informers hold trimmed Nodes and policyinput.Pod
+// records, and listing 150,000 pods never holds more than a page of full
+// Pods. Finished pods hold nothing (the policy skips them), and a cluster
+// keeps many: the apiserver leaves them out.
 func (p *Publisher) startInformers(ctx context.Context) {
-	factory := informers.NewSharedInformerFactoryWithOptions(p.client, 0)
-	nodeInf := factory.Core().V1().Nodes()
-	_ = nodeInf.Informer().SetTransform(trimNode(p.names.Annotation))
-	// Finished pods hold nothing (the policy skips them), and a cluster
-	// keeps many: the apiserver leaves them out.
-	podInf := factory.InformerFor(&corev1.Pod{}, func(c kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
-		return coreinformers.NewFilteredPodInformer(c, metav1.NamespaceAll, resync,
-			cache.Indexers{podNodeIndex: podNode}, func(o *metav1.ListOptions) { o.FieldSelector = policyinput.NonTerminalPods })
-	})
-	_ = podInf.SetTransform(policyinput.PodTransform(p.names))
-	p.nodes = nodeInf.Lister()
+	core := p.client.CoreV1()
+	podLW := compactlist.New(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = policyinput.NonTerminalPods
+			return core.Pods(metav1.NamespaceAll).List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = policyinput.NonTerminalPods
+			return core.Pods(metav1.NamespaceAll).Watch(ctx, o)
+		},
+	}, policyinput.PodRecords(p.names))
+	nodeLW := compactlist.New(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			return core.Nodes().List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return core.Nodes().Watch(ctx, o)
+		},
+	}, trimNode(p.names.Annotation))
+	podInf := cache.NewSharedIndexInformerWithOptions(podLW, &policyinput.Pod{},
+		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{podNodeIndex: podNode}, ObjectDescription: "pods"})
+	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &corev1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
+	p.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
 	p.podIndex = podInf.GetIndexer()
-	p.hasSynced = []cache.InformerSynced{nodeInf.Informer().HasSynced, podInf.HasSynced}
-	factory.Start(ctx.Done())
+	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, podInf.HasSynced}
+	go nodeInf.RunWithContext(ctx)
+	go podInf.RunWithContext(ctx)
 }
 
 func podNode(obj any) ([]string, error) {
@@ -196,11 +215,11 @@ func podNode(obj any) ([]string, error) {
 // carries its images, conditions and addresses, kilobytes each, and the
 // publisher needs the name, labels (pools), its own annotation and the
 // capacity and allocatable lists.
-func trimNode(annotation string) func(any) (any, error) {
-	return func(obj any) (any, error) {
+func trimNode(annotation string) func(runtime.Object) runtime.Object {
+	return func(obj runtime.Object) runtime.Object {
 		node, ok := obj.(*corev1.Node)
 		if !ok {
-			return obj, nil
+			return obj
 		}
 		out := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels},
@@ -209,7 +228,7 @@ func trimNode(annotation string) func(any) (any, error) {
 		if v, ok := node.Annotations[annotation]; ok {
 			out.Annotations = map[string]string{annotation: v}
 		}
-		return out, nil
+		return out
 	}
 }
 

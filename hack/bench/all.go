@@ -261,18 +261,24 @@ func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss
 		add(row{ID: "P4", What: what, Measured: v, GoalOp: atMost, Goal: 1,
 			Note: fmt.Sprintf("one patch of nodes/status per publish: %.2f carried the annotation, %.2f status values; steady state simulated 15x faster on 1000 nodes, every sample within ±%s%% of a constant usage", ann, st, noise)})
 	}
-	p4RSS := "publisher + extender RSS at 5000 nodes / 150,000 pods"
+	p4RSS := "publisher and extender peak RSS at 5000 nodes / 150,000 pods"
 	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=memory", "heap-MB"); ok {
 		add(row{ID: "P4", What: "publisher benchmark heap in use: stores, history, metrics lists (info)", Measured: v, Unit: "MB"})
 	}
 	if rss != nil {
-		r := row{ID: "P4", What: fmt.Sprintf("publisher + extender RSS, %d nodes / %d pods", rss.Nodes, rss.Pods), Measured: rss.SumRSSMB, Unit: "MB", GoalOp: below, Goal: 300}
-		var parts []string
+		// The goals are on each process's kernel high-water mark, start-up
+		// included: what a memory limit has to allow.
+		peakGoal := map[string]float64{"publisher": 200, "extender": 150}
 		for _, p := range rss.Processes {
-			parts = append(parts, fmt.Sprintf("%s %.0f MB (anonymous %.0f, live heap %s, highest sampled %.0f, start-up peak %.0f)", p.Role, p.RSSMB, p.AnonMB, liveHeap(p.LiveHeapMB), p.MaxRSSMB, p.PeakMB))
+			r := row{ID: "P4", What: fmt.Sprintf("%s peak RSS (start-up included), %d nodes / %d pods", p.Role, rss.Nodes, rss.Pods), Measured: p.PeakMB, Unit: "MB",
+				Note: fmt.Sprintf("real process, deploy/default arguments, against an in-process fake API server; at the end of the observation RSS %.0f MB (anonymous %.0f, live heap %s), highest sampled once ready %.0f",
+					p.RSSMB, p.AnonMB, liveHeap(p.LiveHeapMB), p.MaxRSSMB)}
+			if g, ok := peakGoal[p.Role]; ok {
+				r.GoalOp, r.Goal = below, g
+			}
+			add(r)
 		}
-		r.Note = "real processes, deploy/default arguments, against an in-process fake API server, RSS at the end of the observation: " + strings.Join(parts, ", ")
-		add(r)
+		add(row{ID: "P4", What: fmt.Sprintf("publisher + extender RSS at the end, %d nodes / %d pods (info)", rss.Nodes, rss.Pods), Measured: rss.SumRSSMB, Unit: "MB"})
 		if rss.PublisherCycles > 0 {
 			add(row{ID: "P4", What: "publisher process CPU per cycle, same run (info)", Measured: rss.PublisherCPUPerCycle, Unit: "s",
 				Note: fmt.Sprintf("%d cycles, %d writes while observed; metrics JSON from the fake API", rss.PublisherCycles, rss.PublisherWrites)})

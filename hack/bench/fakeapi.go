@@ -339,13 +339,14 @@ func (f *fakeAPI) patchNode(w http.ResponseWriter, r *http.Request, rest string)
 		for k, v := range patch.Status.Allocatable {
 			n.Status.Allocatable[k] = resource.MustParse(v)
 		}
-	} else {
-		for k, v := range patch.Metadata.Annotations {
-			if v == nil {
-				delete(n.Annotations, k)
-			} else {
-				n.Annotations[k] = *v
-			}
+	}
+	// kube-apiserver keeps metadata changes made through nodes/status too;
+	// the publisher sends its annotation that way.
+	for k, v := range patch.Metadata.Annotations {
+		if v == nil {
+			delete(n.Annotations, k)
+		} else {
+			n.Annotations[k] = *v
 		}
 	}
 	f.rv++

@@ -235,7 +235,11 @@ func printRSS(out io.Writer, r *rssResult) {
 	for _, p := range r.Processes {
 		fmt.Fprintf(out, "%-10s %8.1f %8.0f %10.0f %12.0f %14.0f %14s\n", p.Role, p.ReadySeconds, p.RSSMB, p.AnonMB, p.MaxRSSMB, p.PeakMB, liveHeap(p.LiveHeapMB))
 	}
-	fmt.Fprintf(out, "publisher + extender RSS: %.0f MB (goal < 300 MB) at %d nodes / %d pods\n", r.SumRSSMB, r.Nodes, r.Pods)
+	fmt.Fprintf(out, "peak RSS at %d nodes / %d pods (goals: publisher < 200 MB, extender < 150 MB):", r.Nodes, r.Pods)
+	for _, p := range r.Processes {
+		fmt.Fprintf(out, " %s %.0f MB", p.Role, p.PeakMB)
+	}
+	fmt.Fprintf(out, "; publisher + extender RSS at the end %.0f MB\n", r.SumRSSMB)
 	if r.PublisherCycles > 0 {
 		fmt.Fprintf(out, "publisher process: %d cycles while observed, %.2f s CPU per cycle, %d writes\n", r.PublisherCycles, r.PublisherCPUPerCycle, r.PublisherWrites)
 	}

@@ -5,6 +5,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -15,7 +17,8 @@ import (
 // to its containers' resources, costs kilobytes.
 //
 // It embeds ObjectMeta so that client-go's stores and indexers key it like
-// the Pod it comes from; only Name, Namespace, UID, CreationTimestamp and
+// the Pod it comes from; only Name, Namespace, UID, ResourceVersion (the
+// reflector reads it from watch bookmarks), CreationTimestamp and
 // DeletionTimestamp are set.
 type Pod struct {
 	metav1.ObjectMeta
@@ -37,7 +40,7 @@ type Pod struct {
 // names.
 func NewPod(names reclaimable.Names, pod *corev1.Pod) *Pod {
 	p := &Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID,
+		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
 			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp},
 		NodeName: pod.Spec.NodeName,
 		Requests: reclaimable.NativeRequest(pod),
@@ -53,16 +56,27 @@ func NewPod(names reclaimable.Names, pod *corev1.Pod) *Pod {
 	return p
 }
 
-// PodTransform is a client-go informer transform that stores a Pod for every
-// corev1.Pod. Anything else (a tombstone, or a Pod already transformed) is
-// returned as it is.
-func PodTransform(names reclaimable.Names) func(any) (any, error) {
-	return func(obj any) (any, error) {
+// PodRecords converts every *corev1.Pod to a *Pod, for an informer fed by
+// package compactlist. Anything else (a record already, a watch bookmark's
+// Pod is a Pod too) keeps its type.
+func PodRecords(names reclaimable.Names) func(runtime.Object) runtime.Object {
+	return func(obj runtime.Object) runtime.Object {
 		if pod, ok := obj.(*corev1.Pod); ok {
-			return NewPod(names, pod), nil
+			return NewPod(names, pod)
 		}
-		return obj, nil
+		return obj
 	}
+}
+
+// GetObjectKind and DeepCopyObject make a Pod a runtime.Object, which
+// client-go's reflector requires of what a list or watch returns.
+func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject returns a copy sharing nothing mutable with p.
+func (p *Pod) DeepCopyObject() runtime.Object {
+	c := *p
+	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	return &c
 }
 
 // NonTerminalPods is the field selector of pods that have not finished: a

@@ -49,8 +49,8 @@ func TestNewPodKeepsWhatThePolicyAndEvictionRead(t *testing.T) {
 		!got.StartTime.Equal(want.StartTime) || got.Priority != want.Priority || got.Terminal {
 		t.Errorf("NewPod = %+v\nwant     %+v", *got, want)
 	}
-	if got.Labels != nil || got.Annotations != nil || got.ResourceVersion != "" {
-		t.Errorf("kept more than it needs: labels %v, annotations %v, resourceVersion %q", got.Labels, got.Annotations, got.ResourceVersion)
+	if got.Labels != nil || got.Annotations != nil || got.ResourceVersion != "42" {
+		t.Errorf("labels %v and annotations %v kept, resourceVersion %q: want only the resourceVersion", got.Labels, got.Annotations, got.ResourceVersion)
 	}
 	for _, phase := range []corev1.PodPhase{corev1.PodSucceeded, corev1.PodFailed} {
 		full.Status.Phase = phase
@@ -60,27 +60,31 @@ func TestNewPodKeepsWhatThePolicyAndEvictionRead(t *testing.T) {
 	}
 }
 
-// client-go's stores key the record like the Pod it replaces, and the
-// transform leaves tombstones and records already transformed alone.
-func TestPodTransformIsKeyedLikeThePodAndIdempotent(t *testing.T) {
-	transform := PodTransform(names(t))
-	out, err := transform(pod("a", corev1.PodRunning, nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec, ok := out.(*Pod)
+// client-go's stores key the record like the Pod it replaces, the record is
+// a runtime.Object whose copy shares nothing, and records pass unchanged.
+func TestPodRecordsAreKeyedLikeThePodAndCopyable(t *testing.T) {
+	convert := PodRecords(names(t))
+	p := pod("a", corev1.PodRunning, nil)
+	p.ResourceVersion = "12"
+	rec, ok := convert(p).(*Pod)
 	if !ok {
-		t.Fatalf("transform returned %T", out)
+		t.Fatalf("converted to %T", convert(p))
 	}
 	if key, err := cache.MetaNamespaceKeyFunc(rec); err != nil || key != "ns/a" {
 		t.Errorf("key = %q, %v; want ns/a", key, err)
 	}
-	if again, _ := transform(rec); again != rec {
-		t.Errorf("a transformed record was transformed again: %+v", again)
+	if rec.ResourceVersion != "12" {
+		t.Errorf("resourceVersion %q, want 12: the reflector reads it from bookmarks", rec.ResourceVersion)
 	}
-	tomb := cache.DeletedFinalStateUnknown{Key: "ns/a", Obj: rec}
-	if got, _ := transform(tomb); got != tomb {
-		t.Errorf("a tombstone was changed: %+v", got)
+	if again := convert(rec); again != rec {
+		t.Errorf("a record was converted again: %+v", again)
+	}
+	now := metav1.Now()
+	rec.DeletionTimestamp = &now
+	cp := rec.DeepCopyObject().(*Pod)
+	cp.DeletionTimestamp.Time = cp.DeletionTimestamp.Add(time.Hour)
+	if !rec.DeletionTimestamp.Equal(&now) {
+		t.Error("the copy shares its deletion timestamp with the original")
 	}
 }
 
