@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -15,11 +16,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes/scheme"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
+	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -27,9 +30,11 @@ import (
 // fakeAPI is just enough of kube-apiserver and metrics.k8s.io for the
 // publisher and the extender to run at a size a 2-core machine cannot hold
 // in a real control plane: list and watch of nodes and pods (JSON, or
-// protobuf when asked), node and node-status merge patches (applied and sent
-// to node watchers), NodeMetrics and PodMetrics lists, and Events accepted
-// and dropped. Selectors, resource versions and authentication are ignored.
+// protobuf when asked; paginated by limit and continue as kube-apiserver
+// does, except at resourceVersion "0", which it serves from its watch cache
+// in one piece), node and node-status merge patches (applied and sent to
+// node watchers), NodeMetrics and PodMetrics lists (JSON or protobuf), and
+// Events accepted and dropped. Selectors and authentication are ignored.
 type fakeAPI struct {
 	srv *http.Server
 	url string
@@ -40,13 +45,15 @@ type fakeAPI struct {
 	order    []string
 	watchers map[chan []byte]struct{}
 
+	pods              *corev1.PodList
 	podJSON, podProto []byte
 	metricsMu         sync.Mutex
 	metricsAt         time.Time
-	nodeMetricsJSON   []byte
-	podMetricsJSON    []byte
-	nodeMetrics       *metricsv1beta1.NodeMetricsList
-	podMetrics        *metricsv1beta1.PodMetricsList
+	// the metrics lists encoded, by content type: [0] JSON, [1] protobuf
+	nodeMetricsBody [2][]byte
+	podMetricsBody  [2][]byte
+	nodeMetrics     *metricsv1beta1.NodeMetricsList
+	podMetrics      *metricsv1beta1.PodMetricsList
 
 	statsMu  sync.Mutex
 	requests map[string]int
@@ -93,6 +100,7 @@ func newFakeAPI(nodes, podsPerNode, reclaimedPerNode int) (*fakeAPI, error) {
 		return nil, err
 	}
 	f.podProto = b.Bytes()
+	f.pods = pods
 	return f, nil
 }
 
@@ -215,21 +223,27 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && (path == "/api/v1/nodes" || path == "/api/v1/pods") && watching:
 		f.watch(w, r, path == "/api/v1/nodes")
 	case r.Method == http.MethodGet && path == "/api/v1/nodes":
-		f.listNodes(w, wantProto)
+		f.listNodes(w, r, wantProto)
 	case r.Method == http.MethodGet && path == "/api/v1/pods":
-		if wantProto {
+		from, to, whole := page(r, len(f.pods.Items))
+		switch {
+		case whole && wantProto:
 			write(w, "application/vnd.kubernetes.protobuf", f.podProto)
-		} else {
+		case whole:
 			write(w, "application/json", f.podJSON)
+		default:
+			list := &corev1.PodList{TypeMeta: f.pods.TypeMeta, ListMeta: metav1.ListMeta{ResourceVersion: f.pods.ResourceVersion, Continue: next(to, len(f.pods.Items))},
+				Items: f.pods.Items[from:to]}
+			encode(w, list, wantProto)
 		}
 	case r.Method == http.MethodPatch && strings.HasPrefix(path, "/api/v1/nodes/"):
 		f.patchNode(w, r, strings.TrimPrefix(path, "/api/v1/nodes/"))
 	case r.Method == http.MethodGet && path == "/apis/metrics.k8s.io/v1beta1/nodes":
-		n, _ := f.metrics()
-		write(w, "application/json", n)
+		n, _ := f.metrics(wantProto)
+		write(w, contentType(wantProto), n)
 	case r.Method == http.MethodGet && path == "/apis/metrics.k8s.io/v1beta1/pods":
-		_, p := f.metrics()
-		write(w, "application/json", p)
+		_, p := f.metrics(wantProto)
+		write(w, contentType(wantProto), p)
 	case strings.Contains(path, "/events"):
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)
@@ -247,28 +261,64 @@ func write(w http.ResponseWriter, contentType string, b []byte) {
 	_, _ = w.Write(b)
 }
 
-func (f *fakeAPI) listNodes(w http.ResponseWriter, wantProto bool) {
+func (f *fakeAPI) listNodes(w http.ResponseWriter, r *http.Request, wantProto bool) {
 	f.mu.Lock()
-	list := &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"}, ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(f.rv, 10)}}
-	for _, name := range f.order {
+	from, to, _ := page(r, len(f.order))
+	list := &corev1.NodeList{TypeMeta: metav1.TypeMeta{Kind: "NodeList", APIVersion: "v1"},
+		ListMeta: metav1.ListMeta{ResourceVersion: strconv.FormatInt(f.rv, 10), Continue: next(to, len(f.order))}}
+	for _, name := range f.order[from:to] {
 		list.Items = append(list.Items, *f.nodes[name])
 	}
 	f.mu.Unlock()
-	if wantProto {
-		var b bytes.Buffer
-		if err := protoSerializer.Encode(list, &b); err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
-		}
-		write(w, "application/vnd.kubernetes.protobuf", b.Bytes())
-		return
+	encode(w, list, wantProto)
+}
+
+// page is the part [from, to) of n items a list request asks for: all of
+// them without a limit or at resourceVersion "0" (whole), else limit items
+// from the index its continue token carries.
+func page(r *http.Request, n int) (from, to int, whole bool) {
+	q := r.URL.Query()
+	limit, _ := strconv.Atoi(q.Get("limit"))
+	if limit <= 0 || (q.Get("resourceVersion") == "0" && q.Get("continue") == "") {
+		return 0, n, true
 	}
-	b, err := json.Marshal(list)
+	from, _ = strconv.Atoi(q.Get("continue"))
+	from = min(max(from, 0), n)
+	return from, min(n, from+limit), false
+}
+
+// next is the continue token after an answer ending at to of n items.
+func next(to, n int) string {
+	if to >= n {
+		return ""
+	}
+	return strconv.Itoa(to)
+}
+
+func contentType(proto bool) string {
+	if proto {
+		return "application/vnd.kubernetes.protobuf"
+	}
+	return "application/json"
+}
+
+func encode(w http.ResponseWriter, obj runtime.Object, wantProto bool) {
+	var (
+		b   []byte
+		err error
+	)
+	if wantProto {
+		var buf bytes.Buffer
+		err = protoSerializer.Encode(obj, &buf)
+		b = buf.Bytes()
+	} else {
+		b, err = json.Marshal(obj)
+	}
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
-	write(w, "application/json", b)
+	write(w, contentType(wantProto), b)
 }
 
 // watch holds the stream open; node watchers get every patched node.
@@ -370,9 +420,9 @@ func (f *fakeAPI) patchNode(w http.ResponseWriter, r *http.Request, rest string)
 	write(w, "application/json", body)
 }
 
-// metrics returns the metrics lists as JSON, timestamped now (re-encoded at
-// most every 10 s, like metrics-server's resolution).
-func (f *fakeAPI) metrics() (nodes, pods []byte) {
+// metrics returns the metrics lists in JSON or protobuf, timestamped now
+// (re-encoded at most every 10 s, like metrics-server's resolution).
+func (f *fakeAPI) metrics(proto bool) (nodes, pods []byte) {
 	f.metricsMu.Lock()
 	defer f.metricsMu.Unlock()
 	if time.Since(f.metricsAt) >= 10*time.Second {
@@ -384,13 +434,29 @@ func (f *fakeAPI) metrics() (nodes, pods []byte) {
 		for i := range f.podMetrics.Items {
 			f.podMetrics.Items[i].Timestamp = ts
 		}
-		n, err1 := json.Marshal(f.nodeMetrics)
-		p, err2 := json.Marshal(f.podMetrics)
-		if err1 == nil && err2 == nil {
-			f.nodeMetricsJSON, f.podMetricsJSON, f.metricsAt = n, p, now
+		var n, p [2][]byte
+		var errs [4]error
+		n[0], errs[0] = json.Marshal(f.nodeMetrics)
+		p[0], errs[1] = json.Marshal(f.podMetrics)
+		n[1], errs[2] = metricsProto(f.nodeMetrics)
+		p[1], errs[3] = metricsProto(f.podMetrics)
+		if errors.Join(errs[:]...) == nil {
+			f.nodeMetricsBody, f.podMetricsBody, f.metricsAt = n, p, now
 		}
 	}
-	return f.nodeMetricsJSON, f.podMetricsJSON
+	i := 0
+	if proto {
+		i = 1
+	}
+	return f.nodeMetricsBody[i], f.podMetricsBody[i]
+}
+
+var metricsProtoSerializer = protobuf.NewSerializer(metricsscheme.Scheme, metricsscheme.Scheme)
+
+func metricsProto(obj runtime.Object) ([]byte, error) {
+	var b bytes.Buffer
+	err := metricsProtoSerializer.Encode(obj, &b)
+	return b.Bytes(), err
 }
 
 // requestCounts returns the requests served, by method and path.
