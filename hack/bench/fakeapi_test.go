@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"testing"
 )
@@ -20,7 +21,7 @@ func TestFakeAPIPagesLikeTheAPIServer(t *testing.T) {
 		{"?limit=500&continue=1000", 1000, 1234, false, ""},
 		{"?resourceVersion=0&limit=500&continue=500", 500, 1000, false, "1000"},
 	} {
-		r := httptest.NewRequest("GET", "/api/v1/pods"+tc.query, nil)
+		r := httptest.NewRequest(http.MethodGet, "/api/v1/pods"+tc.query, nil)
 		from, to, whole := page(r, 1234)
 		if from != tc.from || to != tc.to || whole != tc.whole || next(to, 1234) != tc.wantContinuing {
 			t.Errorf("%q: [%d,%d) whole=%v continue %q, want [%d,%d) whole=%v continue %q",

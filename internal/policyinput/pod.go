@@ -75,7 +75,7 @@ func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind 
 // DeepCopyObject returns a copy sharing nothing mutable with p.
 func (p *Pod) DeepCopyObject() runtime.Object {
 	c := *p
-	p.ObjectMeta.DeepCopyInto(&c.ObjectMeta)
+	p.DeepCopyInto(&c.ObjectMeta)
 	return &c
 }
 
