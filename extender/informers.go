@@ -23,8 +23,8 @@ import (
 
 // podRecord is all the pod informer keeps of a pod: about 100 bytes instead
 // of the kilobytes of a *corev1.Pod, which matters at 150,000 pods. It is
-// produced by the informer's transform, so the store, the event handlers and
-// bind's lookups only ever see records.
+// made inside the informer's ListerWatcher (compactlist), so the store, the
+// event handlers and bind's lookups only ever see records.
 type podRecord struct {
 	namespace, name string
 	uid             types.UID
