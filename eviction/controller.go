@@ -38,7 +38,6 @@ const (
 // goroutine, so its state needs no lock.
 type Controller struct {
 	opts     Options
-	names    reclaimable.Names
 	client   kubernetes.Interface
 	pods     func(node string) []*policyinput.Pod
 	recorder record.EventRecorder
@@ -77,7 +76,6 @@ type Config struct {
 	Period time.Duration
 	// Timeout bounds one Eviction API call.
 	Timeout time.Duration
-	Names   reclaimable.Names
 	Client  kubernetes.Interface
 	// Pods returns the pods bound to a node, from the publisher's cache.
 	Pods  func(node string) []*policyinput.Pod
@@ -94,7 +92,7 @@ func New(cfg Config, reg prometheus.Registerer) *Controller {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Controller{opts: o, names: cfg.Names, client: cfg.Client, pods: cfg.Pods, clock: clk,
+	return &Controller{opts: o, client: cfg.Client, pods: cfg.Pods, clock: clk,
 		timeout: cfg.Timeout, slack: cfg.Period / 10, m: newMetrics(reg),
 		overSince: map[string]time.Time{}, seen: map[string]bool{}, nodeLimits: map[string]*rate.Limiter{},
 		cluster: rate.NewLimiter(perMinute(o.ClusterRate), o.ClusterBurst),

@@ -76,7 +76,7 @@ func newHarness(t *testing.T, mode Mode, tune ...func(*Options)) *harness {
 		}
 		return true, nil, nil
 	})
-	h.c = New(Config{Options: o, Period: period, Timeout: time.Second, Names: names, Client: h.client,
+	h.c = New(Config{Options: o, Period: period, Timeout: time.Second, Client: h.client,
 		Pods: func(n string) []*policyinput.Pod {
 			// As the publisher's cache would hold them now.
 			var out []*policyinput.Pod

@@ -8,7 +8,6 @@ import (
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/internal/compactlist"
+	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -123,11 +123,6 @@ func nativeAllocatable(node *corev1.Node) reclaimable.Resources {
 	return reclaimable.Resources{CPUMilli: a.Cpu().MilliValue(), MemoryBytes: a.Memory().Value()}
 }
 
-// nonTerminalPods is kube-scheduler's own pod selector: finished pods free
-// their room, and leaving them out keeps completed batch pods out of memory.
-// A pod that finishes leaves the watch as a deletion.
-var nonTerminalPods = fields.ParseSelectorOrDie("status.phase!=" + string(corev1.PodSucceeded) + ",status.phase!=" + string(corev1.PodFailed))
-
 // informers are the node and pod informers feeding a nodeCache.
 type informers struct {
 	nodes, pods cache.SharedIndexInformer
@@ -138,11 +133,14 @@ func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache
 	// pods never holds more than a page of full Pods.
 	podLW := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector = nonTerminalPods.String()
+			// As kube-scheduler's own pod informer: finished pods free their
+			// room, and leaving them out keeps completed batch pods out of
+			// memory. A pod that finishes leaves the watch as a deletion.
+			o.FieldSelector = policyinput.NonTerminalPods
 			return client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector = nonTerminalPods.String()
+			o.FieldSelector = policyinput.NonTerminalPods
 			return client.CoreV1().Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
 	}

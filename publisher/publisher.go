@@ -163,7 +163,7 @@ func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, re
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
 		published: map[string]bool{}, parsed: map[string]parsed{}}
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
-		Names: p.names, Client: client, Pods: p.podsOn}, reg)
+		Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
 	p.assembler = policyinput.New(p.names)
 	return p
