@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
@@ -23,18 +22,12 @@ func (p *Publisher) collect(ctx context.Context) {
 	now := time.Now()
 	defer p.assembler.Prune(now)
 
-	nm, err := p.metrics.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if _, err := p.assembler.ReadNodeMetrics(ctx, p.metrics, metav1.ListOptions{}); err != nil {
 		p.m.metricsErrors.Inc()
 		logrus.WithError(err).Warn("reading node metrics")
-	} else {
-		p.assembler.AddNodeMetrics(nm.Items)
 	}
-	pm, err := p.metrics.MetricsV1beta1().PodMetricses(corev1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
+	if _, err := p.assembler.ReadPodMetrics(ctx, p.metrics); err != nil {
 		p.m.metricsErrors.Inc()
 		logrus.WithError(err).Warn("reading pod metrics")
-		return
 	}
-	p.assembler.AddPodMetrics(pm.Items)
 }

@@ -531,15 +531,12 @@ func (s *SimulateOptions) sample(ctx context.Context, c Clients, a *policyinput.
 func readMetrics(ctx context.Context, c Clients, a *policyinput.Assembler) (int, int, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	nm, err := c.Metrics.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{})
+	nodes, err := a.ReadNodeMetrics(ctx, c.Metrics, metav1.ListOptions{})
 	if err != nil {
 		return 0, 0, err
 	}
-	pm, err := c.Metrics.MetricsV1beta1().PodMetricses(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return 0, 0, err
-	}
-	return a.AddNodeMetrics(nm.Items), a.AddPodMetrics(pm.Items), nil
+	pods, err := a.ReadPodMetrics(ctx, c.Metrics)
+	return nodes, pods, err
 }
 
 // sleep waits between samples; tests replace it.
