@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
@@ -462,30 +463,15 @@ func (p *Publisher) forgetGone(seen map[string]bool) {
 	}
 }
 
-// runWrites performs the writes with a bounded number of workers. Every node
-// has its own deadline, so one failing node cannot hold up the others.
+// runWrites performs the writes, p.opts.Workers at a time. Every node has
+// its own deadline, so one failing node cannot hold up the others.
 func (p *Publisher) runWrites(ctx context.Context, writes []write) {
-	jobs := make(chan write)
-	var wg sync.WaitGroup
-	for i := 0; i < min(p.opts.Workers, len(writes)); i++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for w := range jobs {
-				if err := p.write(ctx, w); err != nil {
-					logrus.WithError(err).WithFields(logrus.Fields{"node": w.node, "reason": w.reason}).Warn("publishing failed; retrying next cycle")
-				}
-			}
-		}()
-	}
-	for _, w := range writes {
-		select {
-		case jobs <- w:
-		case <-ctx.Done():
+	workqueue.ParallelizeUntil(ctx, p.opts.Workers, len(writes), func(i int) {
+		w := writes[i]
+		if err := p.write(ctx, w); err != nil {
+			logrus.WithError(err).WithFields(logrus.Fields{"node": w.node, "reason": w.reason}).Warn("publishing failed; retrying next cycle")
 		}
-	}
-	close(jobs)
-	wg.Wait()
+	})
 	if !p.opts.PerNodeMetrics {
 		return
 	}

@@ -18,15 +18,17 @@ type allConfig struct {
 	webhook webhookConfig
 	sched   schedulerConfig
 	rss     rssConfig
+	scale   scaleConfig
 }
 
 func (c *allConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.output, "o", "bench-results.json", "write the results as JSON to this file (empty: do not write)")
-	fs.StringVar(&c.skip, "skip", "", "comma-separated parts to skip: gotest, webhook, scheduler, rss")
+	fs.StringVar(&c.skip, "skip", "", "comma-separated parts to skip: gotest, webhook, scheduler, rss, scale")
 	fs.BoolVar(&c.quick, "quick", false, "small sizes and short runs to try the command out, overriding the size flags (the numbers mean little)")
 	c.webhook.flags(fs)
 	c.sched.flags(fs)
 	c.rss.flags(fs)
+	c.scale.flags(fs)
 }
 
 func (c *allConfig) skipped(part string) bool {
@@ -68,6 +70,7 @@ func runAll(ctx context.Context, cfg allConfig, out io.Writer) error {
 		cfg.webhook.cpuReviews = 500
 		cfg.sched.nodes, cfg.sched.pods, cfg.sched.warmup = 100, 200, 20
 		cfg.rss.nodes, cfg.rss.observe = 500, 30*time.Second
+		cfg.scale.nodes, cfg.scale.observe = 100, 30*time.Second
 	}
 	rep := report{Time: time.Now().UTC(), Machine: describeMachine(), Details: map[string]any{}}
 	var (
@@ -75,6 +78,7 @@ func runAll(ctx context.Context, cfg allConfig, out io.Writer) error {
 		wh    *webhookResult
 		sched *schedulerResult
 		rss   *rssResult
+		scale *scaleResult
 		errs  = map[string]string{}
 	)
 	if !cfg.skipped("gotest") {
@@ -116,11 +120,19 @@ func runAll(ctx context.Context, cfg allConfig, out io.Writer) error {
 		}
 		rep.Details["rss"] = rss
 	}
+	if !cfg.skipped("scale") {
+		section(out, "P4 publisher and extender on the real local API server")
+		if scale, err = runScale(ctx, cfg.scale, out); err != nil {
+			errs["scale"] = err.Error()
+			fmt.Fprintln(out, "error:", err)
+		}
+		rep.Details["scale"] = scale
+	}
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	rep.Machine.LoadEnd = loadAverage()
-	rep.Rows = buildRows(lines, wh, sched, rss, errs)
+	rep.Rows = buildRows(lines, wh, sched, rss, scale, errs)
 	section(out, "Results")
 	renderTable(out, rep.Machine, rep.Rows)
 	if cfg.output != "" {
@@ -142,7 +154,7 @@ func why(errs map[string]string, key, fallback string) string {
 
 // buildRows turns the measurements into the table, in the order of docs/design.md#performance-goals.
 // Anything nil or absent becomes a missing row that says why.
-func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss *rssResult, errs map[string]string) []row {
+func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss *rssResult, scale *scaleResult, errs map[string]string) []row {
 	var rows []row
 	add := func(r row) { rows = append(rows, r.evaluate()) }
 	notRun := "not run"
@@ -232,12 +244,16 @@ func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss
 	}
 
 	// P4
-	p4CPU := "publisher cycle CPU, 5000 nodes / 150,000 pods, metrics read as protobuf"
-	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=protobuf", "cpu-s/cycle"); ok {
-		add(row{ID: "P4", What: p4CPU, Measured: v, Unit: "s", GoalOp: below, Goal: 0.5,
-			Note: "process CPU of one steady-state Cycle: metrics.k8s.io lists decoded from protobuf over loopback HTTP (what the publisher asks metrics-server for), informer caches in memory, no writes due"})
+	p4CPU := "publisher process CPU per cycle, 5000 nodes / 150,000 pods, decoding included"
+	if rss != nil && rss.PublisherCycles > 0 {
+		add(row{ID: "P4", What: p4CPU, Measured: rss.PublisherCPUPerCycle, Unit: "s", GoalOp: below, Goal: 0.5,
+			Note: fmt.Sprintf("real process (bench rss), garbage collection included: %d cycles, %d writes while observed; pods, nodes and metrics in protobuf from the fake API", rss.PublisherCycles, rss.PublisherWrites)})
 	} else {
-		add(missing("P4", p4CPU, why(errs, "./publisher/", notRun)))
+		add(missing("P4", p4CPU, why(errs, "rss", notRun)))
+	}
+	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=protobuf", "cpu-s/cycle"); ok {
+		add(row{ID: "P4", What: "publisher Cycle CPU in the Go benchmark, metrics read as protobuf (info)", Measured: v, Unit: "s",
+			Note: "BenchmarkCycle starts every cycle from a collected heap, so the cycle's garbage is mostly collected outside the measure: the process figure above is the one that counts"})
 	}
 	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=memory", "cpu-s/cycle"); ok {
 		add(row{ID: "P4", What: "publisher cycle CPU, metrics lists handed over decoded (info)", Measured: v, Unit: "s"})
@@ -279,12 +295,27 @@ func buildRows(lines []benchLine, wh *webhookResult, sched *schedulerResult, rss
 			add(r)
 		}
 		add(row{ID: "P4", What: fmt.Sprintf("publisher + extender RSS at the end, %d nodes / %d pods (info)", rss.Nodes, rss.Pods), Measured: rss.SumRSSMB, Unit: "MB"})
-		if rss.PublisherCycles > 0 {
-			add(row{ID: "P4", What: "publisher process CPU per cycle, same run (info)", Measured: rss.PublisherCPUPerCycle, Unit: "s",
-				Note: fmt.Sprintf("%d cycles, %d writes while observed; metrics JSON from the fake API", rss.PublisherCycles, rss.PublisherWrites)})
-		}
 	} else {
 		add(missing("P4", p4RSS, why(errs, "rss", notRun)))
+	}
+	p4Scale := "publisher and extender on the real local API server, 1000 kwok nodes / 20,000 pods"
+	if scale != nil {
+		peakGoal := map[string]float64{"publisher": 100, "extender": 80}
+		for _, p := range scale.Processes {
+			r := row{ID: "P4", What: fmt.Sprintf("%s peak RSS (start-up included), real API server, %d kwok nodes / %d pods", p.Role, scale.Nodes, scale.Pods),
+				Measured: p.EndPeakMiB, Unit: "MiB",
+				Note: fmt.Sprintf("after start-up (ready in %.0f s): RSS %.0f MiB, peak %.0f MiB; after %.0f s more: RSS %.0f MiB", p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB, scale.ObserveSeconds, p.EndRSSMiB)}
+			if g, ok := peakGoal[p.Role]; ok {
+				r.GoalOp, r.Goal = below, g
+			}
+			add(r)
+		}
+		if scale.PublisherCycles > 0 {
+			add(row{ID: "P4", What: fmt.Sprintf("publisher process CPU per cycle, real API server, %d kwok nodes / %d pods", scale.Nodes, scale.Pods), Measured: scale.PublisherCPU, Unit: "s",
+				GoalOp: below, Goal: 0.15, Note: fmt.Sprintf("%d cycles, %d writes in %.0f s after start-up; metrics from metrics-server", scale.PublisherCycles, scale.PublisherWrites, scale.ObserveSeconds)})
+		}
+	} else {
+		add(missing("P4", p4Scale, why(errs, "scale", notRun)))
 	}
 	return rows
 }

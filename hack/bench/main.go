@@ -6,7 +6,9 @@
 //	                               the extender vs the same pods asking native resources
 //	go run ./hack/bench rss        P4: RSS of the publisher and extender processes against a fake API
 //	                               server holding 5000 nodes and 150,000 pods
-//	go run ./hack/bench all        the Go benchmarks (P1, P3, P4), both commands above, one table,
+//	go run ./hack/bench scale      P4: publisher and extender as real processes on the real local
+//	                               control plane with 1000 kwok nodes and 20,000 running pods
+//	go run ./hack/bench all        the Go benchmarks (P1, P3, P4), the commands above, one table,
 //	                               and the same as JSON (`make bench`)
 //
 // Everything runs on this machine: the webhook load on 127.0.0.1, the
@@ -31,6 +33,7 @@ commands:
   webhook    P1: webhook HTTPS load at increasing rates, side by side with the baseline server
   scheduler  P2: scheduling throughput through the extender vs native resources, real kube-scheduler
   rss        P4: publisher and extender RSS as real processes, against a fake API server holding 5000 nodes / 150,000 pods
+  scale      P4: publisher and extender RSS and CPU as real processes on the real local control plane, 1000 kwok nodes / 20,000 pods
   all        every benchmark, one table (stdout) and JSON (-o, default bench-results.json)
 
 Run a command with -h for its flags.
@@ -70,6 +73,11 @@ func run() int {
 		cfg.flags(fs)
 		_ = fs.Parse(args)
 		_, err = runRSS(ctx, cfg, os.Stdout)
+	case "scale":
+		var cfg scaleConfig
+		cfg.flags(fs)
+		_ = fs.Parse(args)
+		_, err = runScale(ctx, cfg, os.Stdout)
 	case "all":
 		var cfg allConfig
 		cfg.flags(fs)

@@ -135,7 +135,7 @@ func TestRowJSONLeavesAnUndefinedRatioNull(t *testing.T) {
 }
 
 func TestBuildRowsMarksWhatDidNotRunAsMissing(t *testing.T) {
-	rows := buildRows(nil, nil, nil, nil, map[string]string{"scheduler": "cluster failed to start"})
+	rows := buildRows(nil, nil, nil, nil, nil, map[string]string{"scheduler": "cluster failed to start"})
 	ids := map[string]bool{}
 	for _, r := range rows {
 		ids[r.ID] = true
@@ -167,7 +167,10 @@ func TestBuildRowsUsesTheMeasurements(t *testing.T) {
 		Baseline: []loadStep{{Target: 2000, Throughput: 2000, P99ms: 2}, {Target: 0, Throughput: 1000}}}
 	sched := &schedulerResult{Nodes: 1000, Pods: 1000, Reclaimed: phaseResult{Kind: "reclaimed", PodsPerSecond: 90}, Native: phaseResult{Kind: "native", PodsPerSecond: 100}}
 	got := map[string]string{}
-	for _, r := range buildRows(lines, wh, sched, &rssResult{Nodes: 5000, Pods: 150000, SumRSSMB: 350}, nil) {
+	rss := &rssResult{Nodes: 5000, Pods: 150000, SumRSSMB: 350, PublisherCycles: 10, PublisherCPUPerCycle: 0.4}
+	scale := &scaleResult{Nodes: 1000, Pods: 20000, PublisherCycles: 12, PublisherCPU: 0.2,
+		Processes: []scaleProcess{{Role: "publisher", EndPeakMiB: 90}, {Role: "extender", EndPeakMiB: 85}}}
+	for _, r := range buildRows(lines, wh, sched, rss, scale, nil) {
 		got[r.What] = r.Status
 	}
 	for what, want := range map[string]string{
@@ -177,7 +180,10 @@ func TestBuildRowsUsesTheMeasurements(t *testing.T) {
 		"scheduling throughput: reclaimed pods via extender vs native pods, 1000 kwok nodes, 1000 pods each": statusPass,
 		"extender filter+prioritize server time p99, 500 names, 30 pods/node":                                statusPass,
 		"extender filter+prioritize server time p99, 5000 names, 30 pods/node":                               statusFail,
-		"publisher cycle CPU, 5000 nodes / 150,000 pods, metrics read as protobuf":                           statusPass,
+		"publisher process CPU per cycle, 5000 nodes / 150,000 pods, decoding included":                      statusPass,
+		"publisher peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":              statusPass,
+		"extender peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":               statusFail,
+		"publisher process CPU per cycle, real API server, 1000 kwok nodes / 20000 pods":                     statusFail,
 		"publisher API writes per node per refresh interval, usage noise ±10%":                               statusFail,
 		"publisher API writes per node per refresh interval, usage noise ±3%":                                statusMissing,
 	} {

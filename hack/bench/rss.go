@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -311,103 +312,32 @@ func stopProcess(p *exec.Cmd) {
 	}
 }
 
-// readProcStats reads VmRSS, VmHWM and CPU time of a process.
+// readProcStats reads VmRSS, VmHWM, RssAnon and the CPU time of a process.
 func readProcStats(pid int) (procStats, error) {
-	var s procStats
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	p, err := procfs.NewProc(pid)
 	if err != nil {
-		return s, err
+		return procStats{}, err
 	}
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	status, err := p.NewStatus()
 	if err != nil {
-		return s, err
+		return procStats{}, err
 	}
-	return parseProcStats(string(status), string(stat))
-}
-
-// clockTicks is USER_HZ, 100 on every Linux architecture Go supports.
-const clockTicks = 100
-
-// parseProcStats reads /proc/<pid>/status (VmRSS, VmHWM in kB) and
-// /proc/<pid>/stat (utime and stime, fields 14 and 15, in clock ticks).
-func parseProcStats(status, stat string) (procStats, error) {
-	var s procStats
-	found := 0
-	for _, line := range strings.Split(status, "\n") {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || (k != "VmRSS" && k != "VmHWM" && k != "RssAnon") {
-			continue
-		}
-		kb, err := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-		if err != nil {
-			return s, fmt.Errorf("%s: %w", k, err)
-		}
-		switch k {
-		case "VmRSS":
-			s.RSSMB = kb * 1024 / 1e6
-			found++
-		case "VmHWM":
-			s.PeakMB = kb * 1024 / 1e6
-			found++
-		default:
-			s.AnonMB = kb * 1024 / 1e6
-		}
+	stat, err := p.Stat()
+	if err != nil {
+		return procStats{}, err
 	}
-	if found != 2 {
-		return s, errors.New("no VmRSS and VmHWM in /proc status")
-	}
-	// The command name, in parentheses, may hold spaces: count from after it.
-	i := strings.LastIndexByte(stat, ')')
-	if i < 0 {
-		return s, errors.New("malformed /proc stat")
-	}
-	f := strings.Fields(stat[i+1:])
-	// f[0] is field 3 (state): utime is field 14, stime field 15.
-	if len(f) < 13 {
-		return s, errors.New("short /proc stat")
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return s, err
-	}
-	s.CPU = time.Duration(ut+st) * time.Second / clockTicks
-	return s, nil
+	return procStats{RSSMB: float64(status.VmRSS) / 1e6, PeakMB: float64(status.VmHWM) / 1e6, AnonMB: float64(status.RssAnon) / 1e6,
+		CPU: time.Duration(stat.CPUTime() * float64(time.Second))}, nil
 }
 
 // publisherCounters reads the publisher's cycle count and write count from
 // its /metrics.
 func publisherCounters(ctx context.Context, url string) (cycles, writes float64, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	families, err := scrape(ctx, url)
 	if err != nil {
 		return 0, 0, err
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return 0, 0, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		return 0, 0, err
-	}
-	for _, line := range strings.Split(string(body), "\n") {
-		name, value, ok := strings.Cut(line, " ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		switch {
-		case name == "kube_reclaim_publisher_cycle_duration_seconds_count":
-			cycles = v
-		case strings.HasPrefix(name, "kube_reclaim_publisher_writes_total{"):
-			writes += v
-		}
-	}
-	return cycles, writes, nil
+	return histogramCount(families, "kube_reclaim_publisher_cycle_duration_seconds"), sumCounters(families, "kube_reclaim_publisher_writes_total"), nil
 }
 
 // gcLine matches the heap sizes of a GODEBUG=gctrace=1 line:

@@ -7,13 +7,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/extender"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
@@ -298,29 +298,15 @@ func (b *schedBench) annotate(ctx context.Context, nodes []string) error {
 	})
 }
 
-// parallel runs f(0..n-1) on workers goroutines and returns the first error.
+// parallel runs f(0..n-1), at most workers at a time, and returns the first
+// error.
 func parallel(ctx context.Context, n, workers int, f func(int) error) error {
-	work := make(chan int)
-	errc := make(chan error, n)
-	var wg sync.WaitGroup
-	for range min(workers, n) {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				if err := f(i); err != nil {
-					errc <- err
-				}
-			}
-		}()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(workers)
+	for i := 0; i < n && gctx.Err() == nil; i++ {
+		g.Go(func() error { return f(i) })
 	}
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errc)
-	if err := <-errc; err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	return ctx.Err()
@@ -378,7 +364,7 @@ func (b *schedBench) pod(name string, reclaimed bool) *corev1.Pod {
 			b.names.Memory: *resource.NewQuantity(b.cfg.memBytes, resource.BinarySI),
 		}
 	}
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: benchNS, Labels: map[string]string{"app": "bench"}},
 		Spec: corev1.PodSpec{
 			RestartPolicy: corev1.RestartPolicyNever,
@@ -386,6 +372,14 @@ func (b *schedBench) pod(name string, reclaimed bool) *corev1.Pod {
 				Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl.DeepCopy()}}},
 		},
 	}
+	if reclaimed {
+		// What the pod webhook does at admission (no webhook runs here):
+		// the deployed extender refuses reclaimed pods without it.
+		if _, err := enforcement.Enforce(&pod.Spec, b.names); err != nil {
+			panic(fmt.Sprintf("bench pod cannot be enforced: %v", err))
+		}
+	}
+	return pod
 }
 
 // phase creates n pods of one kind with the configured number of workers
@@ -510,54 +504,21 @@ const extenderDurationMetric = "kube_reclaim_extender_http_request_duration_seco
 // scrapeVerbTimes reads the extender's request histogram sums and counts by
 // route (all status codes together).
 func scrapeVerbTimes(ctx context.Context, url string) (map[string]verbTime, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	families, err := scrape(ctx, url)
 	if err != nil {
 		return nil, err
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer res.Body.Close()
-	body, err := io.ReadAll(res.Body)
-	if err != nil {
-		return nil, err
-	}
-	return parseVerbTimes(string(body), extenderDurationMetric), nil
+	return verbTimes(families, extenderDurationMetric), nil
 }
 
-// parseVerbTimes extracts <metric>_sum and <metric>_count by the route label
-// from Prometheus text exposition.
-func parseVerbTimes(text, metric string) map[string]verbTime {
+// verbTimes sums the histogram metric's observations by the route label.
+func verbTimes(families map[string]*dto.MetricFamily, metric string) map[string]verbTime {
 	out := map[string]verbTime{}
-	for _, line := range strings.Split(text, "\n") {
-		var isSum bool
-		rest, ok := strings.CutPrefix(line, metric+"_sum{")
-		if ok {
-			isSum = true
-		} else if rest, ok = strings.CutPrefix(line, metric+"_count{"); !ok {
-			continue
-		}
-		labels, value, ok := strings.Cut(rest, "} ")
-		if !ok {
-			continue
-		}
-		v, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
-		if err != nil {
-			continue
-		}
-		route := ""
-		for _, l := range strings.Split(labels, ",") {
-			if k, val, ok := strings.Cut(l, "="); ok && k == "route" {
-				route = strings.Trim(val, `"`)
-			}
-		}
+	for _, m := range families[metric].GetMetric() {
+		route := labelValue(m, "route")
 		t := out[route]
-		if isSum {
-			t.sum += v
-		} else {
-			t.count += v
-		}
+		t.sum += m.GetHistogram().GetSampleSum()
+		t.count += float64(m.GetHistogram().GetSampleCount())
 		out[route] = t
 	}
 	return out

@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -154,32 +154,19 @@ func (s NodeSpec) Node(i int) *corev1.Node {
 // not wait for them to become Ready (see WaitNodesReady).
 func (c *Cluster) AddNodes(ctx context.Context, n int, spec NodeSpec) ([]string, error) {
 	names := make([]string, n)
-	errs := make(chan error, n)
-	work := make(chan int)
-	var wg sync.WaitGroup
-	for w := 0; w < min(32, n); w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range work {
-				node := spec.Node(i)
-				names[i] = node.Name
-				if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
-					errs <- fmt.Errorf("creating node %s: %w", node.Name, err)
-				}
+	var g errgroup.Group
+	g.SetLimit(32)
+	for i := range n {
+		node := spec.Node(i)
+		names[i] = node.Name
+		g.Go(func() error {
+			if _, err := c.Client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("creating node %s: %w", node.Name, err)
 			}
-		}()
+			return nil
+		})
 	}
-	for i := 0; i < n; i++ {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return names, err
-	}
-	return names, nil
+	return names, g.Wait()
 }
 
 // NodeReady reports whether a node is Ready and no longer carries the

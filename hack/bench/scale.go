@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/stack"
+)
+
+// scaleConfig sizes `bench scale`.
+type scaleConfig struct {
+	nodes, podsPerNode int
+	observe            time.Duration
+}
+
+func (c *scaleConfig) flags(fs *flag.FlagSet) {
+	fs.IntVar(&c.nodes, "scale-nodes", 1000, "kwok nodes of the real local cluster")
+	fs.IntVar(&c.podsPerNode, "scale-pods-per-node", 20, "running pods per node (2 of them reclaimed)")
+	fs.DurationVar(&c.observe, "scale-observe", 3*time.Minute, "how long both processes are watched after start-up")
+}
+
+// scaleProcess is one role's figures, in MiB as memory limits are written:
+// at start-up (once ready) and at the end of the observation. Peak is the
+// kernel's high-water mark, start-up included.
+type scaleProcess struct {
+	Role         string  `json:"role"`
+	ReadySeconds float64 `json:"readySeconds"`
+	StartRSSMiB  float64 `json:"startRssMiB"`
+	StartPeakMiB float64 `json:"startPeakMiB"`
+	EndRSSMiB    float64 `json:"endRssMiB"`
+	EndPeakMiB   float64 `json:"endPeakMiB"`
+}
+
+type scaleResult struct {
+	Nodes            int            `json:"nodes"`
+	Pods             int            `json:"pods"`
+	ObserveSeconds   float64        `json:"observeSeconds"`
+	Processes        []scaleProcess `json:"processes"`
+	PublisherCycles  int            `json:"publisherCycles"`
+	PublisherCPU     float64        `json:"publisherCpuSecondsPerCycle"`
+	PublisherWrites  int            `json:"publisherWritesDuringObservation"`
+	PublisherStartup float64        `json:"publisherStartupCpuSeconds"`
+}
+
+const scaleNS = "scale"
+
+// runScale is `bench scale`: the publisher and the extender as real
+// processes with deploy/default's arguments against the real local control
+// plane (etcd, kube-apiserver, metrics-server scraping kwok's nodes), holding
+// kwok nodes and running pods.
+func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult, error) {
+	start := time.Now()
+	step := func(format string, args ...any) {
+		fmt.Fprintf(out, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
+	}
+	pods := cfg.nodes * cfg.podsPerNode
+	step("scale: publisher and extender on the real local API server with %d kwok nodes and %d running pods", cfg.nodes, pods)
+	tmp, err := os.MkdirTemp("", "kube-reclaim-bench-scale-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	bin, err := stack.BuildBinary(ctx, tmp)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := cluster.EnsureBinaries(ctx, out); err != nil {
+		return nil, err
+	}
+	c, err := cluster.Start(ctx, cluster.Options{})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Stop()
+	rc := c.RESTConfig()
+	rc.QPS, rc.Burst = 2000, 4000
+	client, err := kubernetes.NewForConfig(rc)
+	if err != nil {
+		return nil, err
+	}
+	nodes, err := c.AddNodes(ctx, cfg.nodes, cluster.NodeSpec{NamePrefix: "scale"})
+	if err != nil {
+		return nil, err
+	}
+	if err := c.WaitNodesReady(ctx, nodes, 5*time.Minute); err != nil {
+		return nil, err
+	}
+	step("%d nodes Ready", len(nodes))
+	if err := createScalePods(ctx, client, nodes, cfg.podsPerNode); err != nil {
+		return nil, err
+	}
+	step("%d pods created, bound to their nodes", pods)
+	if err := waitPodsRunning(ctx, client, pods, 15*time.Minute); err != nil {
+		return nil, err
+	}
+	step("%d pods Running", pods)
+
+	dep, err := stack.LoadDeployed("default")
+	if err != nil {
+		return nil, err
+	}
+	policyFile := tmp + "/policy.yaml"
+	if err := os.WriteFile(policyFile, []byte(dep.Policy), 0o644); err != nil {
+		return nil, err
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = cluster.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	roles := []struct {
+		role   string
+		health int
+		args   []string
+	}{
+		{stack.Publisher, ports[0], append(append([]string{stack.Publisher, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[stack.Publisher]...),
+			"--config="+policyFile, fmt.Sprintf("--health-address=127.0.0.1:%d", ports[0]), "--leader-elect=false")},
+		{stack.Extender, ports[1], append(append([]string{stack.Extender, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[stack.Extender]...),
+			fmt.Sprintf("--listen-address=127.0.0.1:%d", ports[2]), fmt.Sprintf("--health-address=127.0.0.1:%d", ports[1]), "--publisher-lease-name=")},
+	}
+	started := time.Now()
+	for _, r := range roles {
+		if err := c.StartProcess(r.role, bin, r.args...); err != nil {
+			return nil, err
+		}
+	}
+	step("started the publisher (without leader election, deployed --kube-api-qps) and the extender (without the lease check) with deploy/default's arguments")
+	res := &scaleResult{Nodes: cfg.nodes, Pods: pods}
+	for _, r := range roles {
+		// The publisher is ready after its first cycle, which writes every node.
+		if err := waitReady(ctx, c, r.role, fmt.Sprintf("http://127.0.0.1:%d/readyz", r.health), 10*time.Minute); err != nil {
+			return nil, err
+		}
+		s, err := readProcStats(c.Process(r.role).PID())
+		if err != nil {
+			return nil, err
+		}
+		res.Processes = append(res.Processes, scaleProcess{Role: r.role, ReadySeconds: time.Since(started).Seconds(), StartRSSMiB: mib(s.RSSMB), StartPeakMiB: mib(s.PeakMB)})
+		if r.role == stack.Publisher {
+			res.PublisherStartup = s.CPU.Seconds()
+		}
+		step("%s ready: RSS %.0f MiB, peak %.0f MiB", r.role, mib(s.RSSMB), mib(s.PeakMB))
+	}
+	pubMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", roles[0].health)
+	cycles0, writes0, err := publisherCounters(ctx, pubMetrics)
+	if err != nil {
+		return nil, err
+	}
+	pub0, err := readProcStats(c.Process(stack.Publisher).PID())
+	if err != nil {
+		return nil, err
+	}
+	observed := time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(cfg.observe):
+	}
+	res.ObserveSeconds = time.Since(observed).Seconds()
+	cycles1, writes1, err := publisherCounters(ctx, pubMetrics)
+	if err != nil {
+		return nil, err
+	}
+	res.PublisherCycles, res.PublisherWrites = int(cycles1-cycles0), int(writes1-writes0)
+	for i, r := range roles {
+		s, err := readProcStats(c.Process(r.role).PID())
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", r.role, err)
+		}
+		res.Processes[i].EndRSSMiB, res.Processes[i].EndPeakMiB = mib(s.RSSMB), mib(s.PeakMB)
+		if r.role == stack.Publisher && res.PublisherCycles > 0 {
+			res.PublisherCPU = (s.CPU - pub0.CPU).Seconds() / float64(res.PublisherCycles)
+		}
+	}
+	printScale(out, res)
+	return res, nil
+}
+
+// createScalePods creates perNode pods on every node, bound by nodeName (no
+// scheduler involved); the last two of each node ask reclaimed resources,
+// shaped as the pod webhook would shape them.
+func createScalePods(ctx context.Context, client kubernetes.Interface, nodes []string, perNode int) error {
+	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleNS}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(64)
+	for i, node := range nodes {
+		for j := range perNode {
+			pod := scalePod(names, node, fmt.Sprintf("p-%d-%d", i, j), j >= perNode-2)
+			g.Go(func() error {
+				// The namespace's default ServiceAccount appears shortly
+				// after the namespace: retry until admission finds it.
+				return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+					_, err := client.CoreV1().Pods(scaleNS).Create(ctx, pod, metav1.CreateOptions{})
+					return err == nil, nil
+				})
+			})
+		}
+	}
+	return g.Wait()
+}
+
+func scalePod(names reclaimable.Names, node, name string, reclaimed bool) *corev1.Pod {
+	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("256Mi")}
+	if reclaimed {
+		rl = corev1.ResourceList{names.CPU: resource.MustParse("500"), names.Memory: resource.MustParse("512Mi")}
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: scaleNS, Labels: map[string]string{"app": "scale"}},
+		Spec: corev1.PodSpec{NodeName: node, RestartPolicy: corev1.RestartPolicyNever,
+			Containers: []corev1.Container{{Name: "main", Image: "registry.example/app:1",
+				Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl.DeepCopy()}}}},
+	}
+	if reclaimed {
+		_, _ = enforcement.Enforce(&pod.Spec, names) // always enforceable: one container, requests = limits
+	}
+	return pod
+}
+
+// waitPodsRunning waits until kwok reports n pods of the namespace Running.
+func waitPodsRunning(ctx context.Context, client kubernetes.Interface, n int, timeout time.Duration) error {
+	running := 0
+	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		list, err := client.CoreV1().Pods(scaleNS).List(ctx, metav1.ListOptions{ResourceVersion: "0", FieldSelector: "status.phase=Running"})
+		if err != nil {
+			return false, nil //nolint:nilerr // keep polling through transient errors
+		}
+		running = len(list.Items)
+		return running >= n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d pods Running: %w", running, n, err)
+	}
+	return nil
+}
+
+func printScale(out io.Writer, r *scaleResult) {
+	fmt.Fprintf(out, "\n%d kwok nodes / %d running pods on the real local API server\n", r.Nodes, r.Pods)
+	fmt.Fprintf(out, "%-10s %8s %15s %16s %15s %16s\n", "process", "ready s", "start RSS MiB", "start peak MiB", "end RSS MiB", "end peak MiB")
+	for _, p := range r.Processes {
+		fmt.Fprintf(out, "%-10s %8.1f %15.0f %16.0f %15.0f %16.0f\n", p.Role, p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB, p.EndRSSMiB, p.EndPeakMiB)
+	}
+	fmt.Fprintf(out, "publisher: %d cycles in %.0f s observed, %.3f s CPU per cycle, %d writes; %.1f s CPU until ready\n",
+		r.PublisherCycles, r.ObserveSeconds, r.PublisherCPU, r.PublisherWrites, r.PublisherStartup)
+}
+
+// mib converts MB (10^6 bytes, as procStats reads them) to MiB.
+func mib(mb float64) float64 { return mb * 1e6 / (1 << 20) }
