@@ -237,7 +237,9 @@ func scalePod(names reclaimable.Names, node, name string, reclaimed bool) *corev
 // waitPodsRunning waits until kwok reports n pods of the namespace Running.
 func waitPodsRunning(ctx context.Context, client kubernetes.Interface, n int, timeout time.Duration) error {
 	running := 0
-	err := wait.PollUntilContextTimeout(ctx, 2*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	// Every look lists the namespace's Running pods: look seldom enough
+	// not to be the API server's main load.
+	err := wait.PollUntilContextTimeout(ctx, 10*time.Second, timeout, true, func(ctx context.Context) (bool, error) {
 		list, err := client.CoreV1().Pods(scaleNS).List(ctx, metav1.ListOptions{ResourceVersion: "0", FieldSelector: "status.phase=Running"})
 		if err != nil {
 			return false, nil //nolint:nilerr // keep polling through transient errors
