@@ -24,13 +24,18 @@ import (
 // scaleConfig sizes `bench scale`.
 type scaleConfig struct {
 	nodes, podsPerNode int
-	observe            time.Duration
+	observe, heartbeat time.Duration
 }
 
 func (c *scaleConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.nodes, "scale-nodes", 1000, "kwok nodes of the real local cluster")
 	fs.IntVar(&c.podsPerNode, "scale-pods-per-node", 20, "running pods per node (2 of them reclaimed)")
 	fs.DurationVar(&c.observe, "scale-observe", 3*time.Minute, "how long both processes are watched after start-up")
+	// A kubelet computes its status every 10 s but, with node Leases, posts
+	// it only when it changed or every nodeStatusReportFrequency (5m);
+	// kwok's heartbeat always changes it. Every node status write is a watch
+	// event both roles decode.
+	fs.DurationVar(&c.heartbeat, "scale-heartbeat", 5*time.Minute, "kwok node status heartbeat interval (kubelet posts an unchanged status every 5m)")
 }
 
 // scaleProcess is one role's figures, in MiB as memory limits are written:
@@ -47,6 +52,7 @@ type scaleProcess struct {
 
 type scaleResult struct {
 	Nodes            int            `json:"nodes"`
+	HeartbeatSeconds float64        `json:"heartbeatSeconds"`
 	Pods             int            `json:"pods"`
 	ObserveSeconds   float64        `json:"observeSeconds"`
 	Processes        []scaleProcess `json:"processes"`
@@ -68,7 +74,7 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 		fmt.Fprintf(out, "[%6.1fs] %s\n", time.Since(start).Seconds(), fmt.Sprintf(format, args...))
 	}
 	pods := cfg.nodes * cfg.podsPerNode
-	step("scale: publisher and extender on the real local API server with %d kwok nodes and %d running pods", cfg.nodes, pods)
+	step("scale: publisher and extender on the real local API server with %d kwok nodes (node status every %s) and %d running pods", cfg.nodes, cfg.heartbeat, pods)
 	tmp, err := os.MkdirTemp("", "kube-reclaim-bench-scale-")
 	if err != nil {
 		return nil, err
@@ -81,7 +87,7 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 	if _, err := cluster.EnsureBinaries(ctx, out); err != nil {
 		return nil, err
 	}
-	c, err := cluster.Start(ctx, cluster.Options{})
+	c, err := cluster.Start(ctx, cluster.Options{HeartbeatInterval: cfg.heartbeat})
 	if err != nil {
 		return nil, err
 	}
@@ -140,7 +146,7 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 		}
 	}
 	step("started the publisher (without leader election, deployed --kube-api-qps) and the extender (without the lease check) with deploy/default's arguments")
-	res := &scaleResult{Nodes: cfg.nodes, Pods: pods}
+	res := &scaleResult{Nodes: cfg.nodes, Pods: pods, HeartbeatSeconds: cfg.heartbeat.Seconds()}
 	for _, r := range roles {
 		// The publisher is ready after its first cycle, which writes every node.
 		if err := waitReady(ctx, c, r.role, fmt.Sprintf("http://127.0.0.1:%d/readyz", r.health), 10*time.Minute); err != nil {
@@ -254,7 +260,7 @@ func waitPodsRunning(ctx context.Context, client kubernetes.Interface, n int, ti
 }
 
 func printScale(out io.Writer, r *scaleResult) {
-	fmt.Fprintf(out, "\n%d kwok nodes / %d running pods on the real local API server\n", r.Nodes, r.Pods)
+	fmt.Fprintf(out, "\n%d kwok nodes / %d running pods on the real local API server, node status every %.0f s\n", r.Nodes, r.Pods, r.HeartbeatSeconds)
 	fmt.Fprintf(out, "%-10s %8s %15s %16s %15s %16s\n", "process", "ready s", "start RSS MiB", "start peak MiB", "end RSS MiB", "end peak MiB")
 	for _, p := range r.Processes {
 		fmt.Fprintf(out, "%-10s %8.1f %15.0f %16.0f %15.0f %16.0f\n", p.Role, p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB, p.EndRSSMiB, p.EndPeakMiB)
