@@ -170,22 +170,25 @@ func TestBuildRowsUsesTheMeasurements(t *testing.T) {
 	rss := &rssResult{Nodes: 5000, Pods: 150000, SumRSSMB: 350, PublisherCycles: 10, PublisherCPUPerCycle: 0.4}
 	scale := &scaleResult{Nodes: 1000, Pods: 20000, PublisherCycles: 12, PublisherCPU: 0.2,
 		Processes: []scaleProcess{{Role: "publisher", EndPeakMiB: 90}, {Role: "extender", EndPeakMiB: 85}}}
-	for _, r := range buildRows(lines, wh, sched, rss, scale, nil) {
+	low := &schedulerResult{Nodes: 1000, Pods: 1000, Reclaimed: phaseResult{Kind: "reclaimed", PodsPerSecond: 50}, Native: phaseResult{Kind: "native", PodsPerSecond: 100}}
+	for _, r := range buildRows(lines, wh, []*schedulerResult{sched, low, nil}, rss, scale, map[string]string{"scheduler": "cluster failed to start"}) {
 		got[r.What] = r.Status
 	}
 	for what, want := range map[string]string{
-		"webhook max throughput, HTTPS keep-alive, ~33 KB review":                                            statusPass,
-		"webhook p99 latency at 2000 reviews/s":                                                              statusPass,
-		"webhook handler CPU per review (BenchmarkHandler/patch)":                                            statusPass,
-		"scheduling throughput: reclaimed pods via extender vs native pods, 1000 kwok nodes, 1000 pods each": statusPass,
-		"extender filter+prioritize server time p99, 500 names, 30 pods/node":                                statusPass,
-		"extender filter+prioritize server time p99, 5000 names, 30 pods/node":                               statusFail,
-		"publisher process CPU per cycle, 5000 nodes / 150,000 pods, decoding included":                      statusPass,
-		"publisher peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":              statusPass,
-		"extender peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":               statusFail,
-		"publisher process CPU per cycle, real API server, 1000 kwok nodes / 20000 pods":                     statusFail,
-		"publisher API writes per node per refresh interval, usage noise ±10%":                               statusFail,
-		"publisher API writes per node per refresh interval, usage noise ±3%":                                statusMissing,
+		"webhook max throughput, HTTPS keep-alive, ~33 KB review":                                                        statusPass,
+		"webhook p99 latency at 2000 reviews/s":                                                                          statusPass,
+		"webhook handler CPU per review (BenchmarkHandler/patch)":                                                        statusPass,
+		"scheduling throughput: reclaimed pods via extender vs native pods, run 1 of 3, 1000 kwok nodes, 1000 pods each": statusPass,
+		"scheduling throughput: reclaimed pods via extender vs native pods, run 2 of 3, 1000 kwok nodes, 1000 pods each": statusFail,
+		"scheduling throughput: reclaimed pods via extender vs native pods, run 3 of 3":                                  statusMissing,
+		"extender filter+prioritize server time p99, 500 names, 30 pods/node":                                            statusPass,
+		"extender filter+prioritize server time p99, 5000 names, 30 pods/node":                                           statusFail,
+		"publisher process CPU per cycle, 5000 nodes / 150,000 pods, decoding included":                                  statusPass,
+		"publisher peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":                          statusPass,
+		"extender peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":                           statusFail,
+		"publisher process CPU per cycle, real API server, 1000 kwok nodes / 20000 pods":                                 statusFail,
+		"publisher API writes per node per refresh interval, usage noise ±10%":                                           statusFail,
+		"publisher API writes per node per refresh interval, usage noise ±3%":                                            statusMissing,
 	} {
 		if got[what] != want {
 			t.Errorf("%q: status %q, want %q (rows: %v)", what, got[what], want, got)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -69,7 +70,11 @@ type phaseResult struct {
 	// ExtenderMeanMs: mean server time per extender verb during the phase,
 	// from the extender's request histogram (reclaimed phase only).
 	ExtenderMeanMs map[string]float64 `json:"extenderMeanMs,omitempty"`
-	Note           string             `json:"note,omitempty"`
+	// AlgorithmMeanMs: kube-scheduler's mean scheduling algorithm time per
+	// pod during the phase (filters and scores, the extender's calls
+	// included: the serial part of a scheduling cycle); 0 if not read.
+	AlgorithmMeanMs float64 `json:"algorithmMeanMs"`
+	Note            string  `json:"note,omitempty"`
 }
 
 type schedulerResult struct {
@@ -216,12 +221,18 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", healthPort)
 	for i, reclaimed := range order {
 		before, _ := scrapeVerbTimes(ctx, metricsURL)
+		algoBefore, _ := b.algorithmTime(ctx)
 		p, err := b.phase(ctx, "timed", reclaimed, cfg.pods)
 		if err != nil {
 			return nil, err
 		}
 		if after, err := scrapeVerbTimes(ctx, metricsURL); err == nil && reclaimed {
 			p.ExtenderMeanMs = meanDelta(before, after)
+		}
+		if algoAfter, err := b.algorithmTime(ctx); err == nil {
+			p.AlgorithmMeanMs = meanDelta(map[string]verbTime{"": algoBefore}, map[string]verbTime{"": algoAfter})[""]
+		} else {
+			b.step("kube-scheduler metrics not read: %v", err)
 		}
 		b.step("%s: %d/%d bound in %.2fs (creates took %.2fs): %.1f pods/s", p.Kind, p.Bound, p.Pods, p.Seconds, p.CreateSeconds, p.PodsPerSecond)
 		if reclaimed {
@@ -248,6 +259,8 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 		fmt.Fprintf(out, "%-10s %6d %6d %10.2f %10.2f %8.1f %10.0f %10.0f\n", p.Kind, p.Pods, p.Bound, p.CreateSeconds, p.Seconds, p.PodsPerSecond, p.BindP50ms, p.BindP99ms)
 	}
 	fmt.Fprintf(out, "ratio reclaimed/native: %.2f (goal >= 0.80); %d nodes, extender --kube-api-qps=%d\n", r.Ratio, r.Nodes, r.ExtenderQPS)
+	fmt.Fprintf(out, "kube-scheduler mean scheduling algorithm time per pod (the serial part of its cycle): reclaimed %.2f ms, native %.2f ms\n",
+		r.Reclaimed.AlgorithmMeanMs, r.Native.AlgorithmMeanMs)
 	if m := r.Reclaimed.ExtenderMeanMs; len(m) > 0 {
 		fmt.Fprintf(out, "extender mean server time during the reclaimed phase: filter %.2f ms, prioritize %.2f ms, bind %.2f ms\n", m["filter"], m["prioritize"], m["bind"])
 	}
@@ -522,6 +535,19 @@ func verbTimes(families map[string]*dto.MetricFamily, metric string) map[string]
 		out[route] = t
 	}
 	return out
+}
+
+// algorithmTime reads kube-scheduler's scheduling algorithm histogram.
+func (b *schedBench) algorithmTime(ctx context.Context) (verbTime, error) {
+	body, err := b.c.SchedulerMetrics(ctx)
+	if err != nil {
+		return verbTime{}, err
+	}
+	families, err := parseExposition(bytes.NewReader(body))
+	if err != nil {
+		return verbTime{}, err
+	}
+	return verbTimes(families, "scheduler_scheduling_algorithm_duration_seconds")[""], nil
 }
 
 // meanDelta is the mean duration in milliseconds per route between two

@@ -15,10 +15,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -78,8 +80,10 @@ type Cluster struct {
 	ca   *CA
 
 	apiPort, etcdPort, kwokPort, metricsPort int
-	kubeconfig                               string
-	restConfig                               *rest.Config
+	// schedulerPort is kube-scheduler's secure port, new on every start.
+	schedulerPort atomic.Int32
+	kubeconfig    string
+	restConfig    *rest.Config
 
 	// Client, Dynamic and Metrics are admin clients of the cluster.
 	Client  kubernetes.Interface
@@ -405,6 +409,7 @@ func (c *Cluster) args(name string) ([]string, string, error) {
 		if err != nil {
 			return nil, "", err
 		}
+		c.schedulerPort.Store(int32(port))
 		cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -613,3 +618,32 @@ func (c *Cluster) APIPort() int { return c.apiPort }
 
 // MetricsPort is metrics-server's port.
 func (c *Cluster) MetricsPort() int { return c.metricsPort }
+
+// SchedulerMetrics returns kube-scheduler's /metrics (Prometheus text),
+// read with the admin token; the scheduler serves a self-signed
+// certificate, so it is not verified.
+func (c *Cluster) SchedulerMetrics(ctx context.Context) ([]byte, error) {
+	cfg := c.RESTConfig()
+	cfg.TLSClientConfig = rest.TLSClientConfig{Insecure: true}
+	hc, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", c.schedulerPort.Load()), nil)
+	if err != nil {
+		return nil, err
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("kube-scheduler /metrics: %s: %s", res.Status, body)
+	}
+	return body, nil
+}
