@@ -36,6 +36,41 @@ func (c *rssConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.observe, "rss-observe", 150*time.Second, "how long both processes are watched once ready (the publisher's period is 15 s; the Go runtime collects garbage at least every 2 minutes)")
 }
 
+// benchRole is a kube-reclaim role to start, with the port of its health
+// server.
+type benchRole struct {
+	role   string
+	health int
+	args   []string
+}
+
+// deployedRoles writes deploy/default's policy into dir and returns the
+// publisher (first; without leader election, publisherExtra appended) and
+// the extender (without the publisher lease check) with deploy/default's
+// arguments against kubeconfig, serving on free loopback ports.
+func deployedRoles(dir, kubeconfig string, publisherExtra ...string) ([]benchRole, error) {
+	dep, err := stack.LoadDeployed("default")
+	if err != nil {
+		return nil, err
+	}
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte(dep.Policy), 0o644); err != nil {
+		return nil, err
+	}
+	ports := make([]int, 3)
+	for i := range ports {
+		if ports[i], err = cluster.FreePort(); err != nil {
+			return nil, err
+		}
+	}
+	pubHealth, extHealth, extListen := ports[0], ports[1], ports[2]
+	pub := append(append([]string{stack.Publisher, "--kubeconfig=" + kubeconfig}, dep.Args[stack.Publisher]...),
+		"--config="+policyFile, fmt.Sprintf("--health-address=127.0.0.1:%d", pubHealth), "--leader-elect=false")
+	ext := append(append([]string{stack.Extender, "--kubeconfig=" + kubeconfig}, dep.Args[stack.Extender]...),
+		fmt.Sprintf("--listen-address=127.0.0.1:%d", extListen), fmt.Sprintf("--health-address=127.0.0.1:%d", extHealth), "--publisher-lease-name=")
+	return []benchRole{{stack.Publisher, pubHealth, append(pub, publisherExtra...)}, {stack.Extender, extHealth, ext}}, nil
+}
+
 // procStats is what /proc says about one process.
 type procStats struct {
 	RSSMB, PeakMB float64 // VmRSS, VmHWM
@@ -114,33 +149,11 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 	if err := clientcmd.WriteToFile(*kc, kubeconfig); err != nil {
 		return nil, err
 	}
-	dep, err := stack.LoadDeployed("default")
+	// The first cycle writes every node: at the deployed 50 QPS that alone
+	// takes 100 s at 5000 nodes. Memory does not depend on it.
+	roles, err := deployedRoles(tmp, kubeconfig, "--kube-api-qps=1000", "--kube-api-burst=2000")
 	if err != nil {
 		return nil, err
-	}
-	policyFile := filepath.Join(tmp, "policy.yaml")
-	if err := os.WriteFile(policyFile, []byte(dep.Policy), 0o644); err != nil {
-		return nil, err
-	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = cluster.FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	pubHealth, extHealth, extListen := ports[0], ports[1], ports[2]
-	roles := []struct {
-		role   string
-		health int
-		args   []string
-	}{
-		{stack.Publisher, pubHealth, append(append([]string{stack.Publisher, "--kubeconfig=" + kubeconfig}, dep.Args[stack.Publisher]...),
-			"--config="+policyFile, fmt.Sprintf("--health-address=127.0.0.1:%d", pubHealth), "--leader-elect=false",
-			// The first cycle writes every node twice: at the deployed 50 QPS
-			// that alone takes 200 s at 5000 nodes. Memory does not depend on it.
-			"--kube-api-qps=1000", "--kube-api-burst=2000")},
-		{stack.Extender, extHealth, append(append([]string{stack.Extender, "--kubeconfig=" + kubeconfig}, dep.Args[stack.Extender]...),
-			fmt.Sprintf("--listen-address=127.0.0.1:%d", extListen), fmt.Sprintf("--health-address=127.0.0.1:%d", extHealth), "--publisher-lease-name=")},
 	}
 	procs := make([]*exec.Cmd, len(roles))
 	defer func() {
@@ -184,7 +197,7 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 			logOffsets[i] = st.Size()
 		}
 	}
-	pubMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", pubHealth)
+	pubMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", roles[0].health)
 	cycles0, writes0, _ := publisherCounters(ctx, pubMetrics)
 	cpu0 := make([]time.Duration, len(procs))
 	for i, p := range procs {

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -115,29 +116,9 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 	}
 	step("%d pods Running", pods)
 
-	dep, err := stack.LoadDeployed("default")
+	roles, err := deployedRoles(tmp, c.Kubeconfig())
 	if err != nil {
 		return nil, err
-	}
-	policyFile := tmp + "/policy.yaml"
-	if err := os.WriteFile(policyFile, []byte(dep.Policy), 0o644); err != nil {
-		return nil, err
-	}
-	ports := make([]int, 3)
-	for i := range ports {
-		if ports[i], err = cluster.FreePort(); err != nil {
-			return nil, err
-		}
-	}
-	roles := []struct {
-		role   string
-		health int
-		args   []string
-	}{
-		{stack.Publisher, ports[0], append(append([]string{stack.Publisher, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[stack.Publisher]...),
-			"--config="+policyFile, fmt.Sprintf("--health-address=127.0.0.1:%d", ports[0]), "--leader-elect=false")},
-		{stack.Extender, ports[1], append(append([]string{stack.Extender, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[stack.Extender]...),
-			fmt.Sprintf("--listen-address=127.0.0.1:%d", ports[2]), fmt.Sprintf("--health-address=127.0.0.1:%d", ports[1]), "--publisher-lease-name=")},
 	}
 	started := time.Now()
 	for _, r := range roles {
@@ -215,7 +196,8 @@ func createScalePods(ctx context.Context, client kubernetes.Interface, nodes []s
 				// after the namespace: retry until admission finds it.
 				return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
 					_, err := client.CoreV1().Pods(scaleNS).Create(ctx, pod, metav1.CreateOptions{})
-					return err == nil, nil
+					// An earlier try that timed out may have created it.
+					return err == nil || apierrors.IsAlreadyExists(err), nil
 				})
 			})
 		}
