@@ -55,20 +55,52 @@ func NewHistory(maxAge time.Duration, maxCount int) *History {
 
 // AddNode records a usage sample of the named node and reports whether it was
 // new.
-func (h *History) AddNode(name string, s Sample) bool { return h.add(h.nodes, name, s) }
+func (h *History) AddNode(name string, s Sample) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return seriesOf(h.nodes, name).push(newEntry(s), h.maxAge, h.maxCount)
+}
 
-// AddPod records a usage sample of the pod with the given UID and reports
+// AddPod records a usage sample of the pod with the given key and reports
 // whether it was new.
-func (h *History) AddPod(uid string, s Sample) bool { return h.add(h.pods, uid, s) }
+func (h *History) AddPod(key string, s Sample) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return seriesOf(h.pods, key).push(newEntry(s), h.maxAge, h.maxCount)
+}
+
+// AddPodKey is AddPod with the key in bytes: the series of a pod seen before
+// is found without making a string of the key (a publisher adds a sample
+// for every pod of the cluster every period).
+func (h *History) AddPodKey(key []byte, s Sample) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	sr := h.pods[string(key)]
+	if sr == nil {
+		sr = seriesOf(h.pods, string(key))
+	}
+	return sr.push(newEntry(s), h.maxAge, h.maxCount)
+}
 
 // AppendNode appends the node's samples, oldest first, to dst (times in UTC).
 func (h *History) AppendNode(dst []Sample, name string) []Sample {
-	return h.appendTo(dst, h.nodes, name)
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.nodes[name].appendTo(dst)
 }
 
 // AppendPod appends the pod's samples, oldest first, to dst (times in UTC).
-func (h *History) AppendPod(dst []Sample, uid string) []Sample {
-	return h.appendTo(dst, h.pods, uid)
+func (h *History) AppendPod(dst []Sample, key string) []Sample {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.pods[key].appendTo(dst)
+}
+
+// AppendPodKey is AppendPod with the key in bytes (see AddPodKey).
+func (h *History) AppendPodKey(dst []Sample, key []byte) []Sample {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.pods[string(key)].appendTo(dst)
 }
 
 // DeleteNode forgets a node.
@@ -108,31 +140,32 @@ func (h *History) Len() (nodes, pods int) {
 	return len(h.nodes), len(h.pods)
 }
 
-func (h *History) add(m map[string]*series, key string, s Sample) bool {
-	e := entry{
+func newEntry(s Sample) entry {
+	return entry{
 		sec: uint32(clampInt(s.Time.Unix(), 0, math.MaxUint32)),
 		cpu: uint32(clampInt(s.CPUMilli, 0, math.MaxUint32)),
 		mem: uint64(max(s.MemoryBytes, 0)),
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
+}
+
+// seriesOf returns the series of key in m, created if new; the caller holds
+// the write lock.
+func seriesOf(m map[string]*series, key string) *series {
 	sr := m[key]
 	if sr == nil {
 		sr = &series{}
 		m[key] = sr
 	}
-	return sr.push(e, h.maxAge, h.maxCount)
+	return sr
 }
 
-func (h *History) appendTo(dst []Sample, m map[string]*series, key string) []Sample {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	sr := m[key]
-	if sr == nil {
+// appendTo appends the samples of s (nil: none).
+func (s *series) appendTo(dst []Sample) []Sample {
+	if s == nil {
 		return dst
 	}
-	first := sr.buf[sr.head:min(sr.head+sr.n, len(sr.buf))]
-	for _, part := range [2][]entry{first, sr.buf[:sr.n-len(first)]} {
+	first := s.buf[s.head:min(s.head+s.n, len(s.buf))]
+	for _, part := range [2][]entry{first, s.buf[:s.n-len(first)]} {
 		for _, e := range part {
 			dst = append(dst, Sample{Time: time.Unix(int64(e.sec), 0).UTC(), CPUMilli: int64(e.cpu), MemoryBytes: int64(min(e.mem, math.MaxInt64))})
 		}

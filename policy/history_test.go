@@ -33,6 +33,21 @@ func TestHistory(t *testing.T) {
 			t.Errorf("got %v", got)
 		}
 	})
+	t.Run("keys in bytes name the same series as in strings", func(t *testing.T) {
+		h := NewHistory(10*time.Minute, 10)
+		key := []byte("ns/p")
+		if !h.AddPodKey(key, smp(20, 2, 20)) || !h.AddPod("ns/p", smp(10, 3, 30)) || h.AddPodKey(key, smp(10, 4, 40)) {
+			t.Errorf("AddPodKey and AddPod did not share the series ns/p")
+		}
+		key[3] = 'q' // the history keeps no reference to the caller's bytes
+		want := []Sample{smp(20, 2, 20), smp(10, 3, 30)}
+		if got := h.AppendPodKey(nil, []byte("ns/p")); !slices.Equal(got, want) {
+			t.Errorf("AppendPodKey = %v, want %v", got, want)
+		}
+		if got := h.AppendPod(nil, "ns/q"); got != nil {
+			t.Errorf("the caller's buffer named a second series: %v", got)
+		}
+	})
 	t.Run("sub-second times are rounded down to the second", func(t *testing.T) {
 		h := NewHistory(10*time.Minute, 10)
 		h.AddNode("n", Sample{Time: ago(10).Add(900 * time.Millisecond), CPUMilli: 1})

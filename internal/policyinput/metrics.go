@@ -15,22 +15,20 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
-	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 )
 
 // ReadNodeMetrics lists NodeMetrics once (selected by opts) and adds every
 // item to the history; it returns how many samples were new.
 func (a *Assembler) ReadNodeMetrics(ctx context.Context, mc metricsclient.Interface, opts metav1.ListOptions) (int, error) {
-	added := 0
-	each := func(m *metricsv1beta1.NodeMetrics) {
-		if a.hist.AddNode(m.Name, NodeSample(m)) {
-			added++
-		}
-	}
 	v1 := mc.MetricsV1beta1()
 	if rc, ok := v1.RESTClient().(*rest.RESTClient); ok && rc != nil {
-		err := stream(ctx, rc.Get().Resource("nodes").VersionedParams(&opts, metav1.ParameterCodec), each)
+		added := 0
+		err := stream(ctx, rc.Get().Resource("nodes").VersionedParams(&opts, metav1.ParameterCodec), nodeItems, func(u *usage) {
+			if a.hist.AddNode(string(u.name), u.sample) {
+				added++
+			}
+		})
 		return added, err
 	}
 	list, err := v1.NodeMetricses().List(ctx, opts)
@@ -46,19 +44,19 @@ func (a *Assembler) ReadNodeMetrics(ctx context.Context, mc metricsclient.Interf
 // metrics.k8s.io does not page lists, and at 150,000 pods a decoded
 // PodMetricsList is some 200 MB, and its body tens of MB more, held at once
 // every period for a few numbers per pod. So the response is read as it
-// arrives and decoded one item at a time into a single PodMetrics (see
-// readList). Clients without a REST transport (the clientset's fakes) are
-// listed as usual.
+// arrives and only the usage sample of each item is decoded (see readList
+// and decodePodUsage). Clients without a REST transport (the clientset's
+// fakes) are listed as usual.
 func (a *Assembler) ReadPodMetrics(ctx context.Context, mc metricsclient.Interface) (int, error) {
-	added := 0
-	each := func(m *metricsv1beta1.PodMetrics) {
-		if a.hist.AddPod(PodKey(m.Namespace, m.Name), PodSample(m)) {
-			added++
-		}
-	}
 	v1 := mc.MetricsV1beta1()
 	if rc, ok := v1.RESTClient().(*rest.RESTClient); ok && rc != nil {
-		err := stream(ctx, rc.Get().Resource("pods"), each)
+		added := 0
+		err := stream(ctx, rc.Get().Resource("pods"), podItems, func(u *usage) {
+			a.key = appendPodKey(a.key[:0], u.namespace, u.name)
+			if a.hist.AddPodKey(a.key, u.sample) {
+				added++
+			}
+		})
 		return added, err
 	}
 	list, err := v1.PodMetricses(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
@@ -69,19 +67,13 @@ func (a *Assembler) ReadPodMetrics(ctx context.Context, mc metricsclient.Interfa
 }
 
 // stream sends req and reads the list it answers item by item.
-func stream[T any, P item[T]](ctx context.Context, req *rest.Request, each func(P)) error {
+func stream(ctx context.Context, req *rest.Request, dec itemDecoder, each func(*usage)) error {
 	body, err := req.Stream(ctx)
 	if err != nil {
 		return err
 	}
 	defer body.Close()
-	return readList(body, each)
-}
-
-// item is a generated metrics type: *NodeMetrics or *PodMetrics.
-type item[T any] interface {
-	*T
-	Unmarshal([]byte) error
+	return readList(body, dec, each)
 }
 
 // protobufPrefix starts every protobuf body of the Kubernetes API; a
@@ -96,15 +88,15 @@ const (
 	maxItemBytes = 16 << 20
 )
 
-// readList reads a NodeMetricsList or PodMetricsList body and passes each
-// item to each as soon as it is decoded, reusing one item. A protobuf body
-// is read field by field: its only parts held at once are a buffered
-// window and the encoded item. A JSON body (from servers that do not speak
-// protobuf) is decoded item by item by encoding/json.
-func readList[T any, P item[T]](body io.Reader, each func(P)) error {
+// readList reads a NodeMetricsList or PodMetricsList body and passes the
+// usage of each item to each as soon as it is decoded, reusing one usage. A
+// protobuf body is read field by field: its only parts held at once are a
+// buffered window and the encoded item. A JSON body (from servers that do
+// not speak protobuf) is decoded item by item by encoding/json.
+func readList(body io.Reader, dec itemDecoder, each func(*usage)) error {
 	br := bufio.NewReaderSize(body, 64<<10)
 	if prefix, _ := br.Peek(len(protobufPrefix)); !bytes.Equal(prefix, protobufPrefix) {
-		return readJSONList(json.NewDecoder(br), each)
+		return readJSONList(json.NewDecoder(br), dec.json, each)
 	}
 	_, _ = br.Discard(len(protobufPrefix))
 	w := &wireReader{r: br, left: math.MaxInt64}
@@ -122,7 +114,7 @@ func readList[T any, P item[T]](body io.Reader, each func(P)) error {
 			}
 			continue
 		}
-		if err := readProtobufItems(&wireReader{r: br, left: size}, each); err != nil {
+		if err := readProtobufItems(&wireReader{r: br, left: size}, dec.protobuf, each); err != nil {
 			return fmt.Errorf("metrics list: %w", err)
 		}
 		w.left -= size
@@ -130,11 +122,11 @@ func readList[T any, P item[T]](body io.Reader, each func(P)) error {
 }
 
 // readProtobufItems reads the fields of an encoded list from w and passes
-// every item to each.
-func readProtobufItems[T any, P item[T]](w *wireReader, each func(P)) error {
+// the usage of every item to each.
+func readProtobufItems(w *wireReader, decode func([]byte, *usage) error, each func(*usage)) error {
 	var (
 		buf []byte
-		it  T
+		u   usage
 	)
 	for w.left > 0 {
 		num, size, err := w.field()
@@ -157,12 +149,10 @@ func readProtobufItems[T any, P item[T]](w *wireReader, each func(P)) error {
 		if err := w.read(buf); err != nil {
 			return err
 		}
-		var zero T
-		it = zero
-		if err := P(&it).Unmarshal(buf); err != nil {
+		if err := decode(buf, &u); err != nil {
 			return fmt.Errorf("item: %w", err)
 		}
-		each(&it)
+		each(&u)
 	}
 	return nil
 }
@@ -229,7 +219,7 @@ func (w *wireReader) read(p []byte) error {
 }
 
 // readJSONList decodes {"items": [...], ...} one item at a time.
-func readJSONList[T any, P item[T]](dec *json.Decoder, each func(P)) error {
+func readJSONList(dec *json.Decoder, decode func(*json.Decoder, *usage) error, each func(*usage)) error {
 	if err := expectDelim(dec, '{'); err != nil {
 		return err
 	}
@@ -248,12 +238,12 @@ func readJSONList[T any, P item[T]](dec *json.Decoder, each func(P)) error {
 		if err := expectDelim(dec, '['); err != nil {
 			return err
 		}
+		var u usage
 		for dec.More() {
-			var it T
-			if err := dec.Decode(&it); err != nil {
+			if err := decode(dec, &u); err != nil {
 				return fmt.Errorf("metrics list item: %w", err)
 			}
-			each(&it)
+			each(&u)
 		}
 		if err := expectDelim(dec, ']'); err != nil {
 			return err

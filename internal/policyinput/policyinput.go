@@ -25,13 +25,16 @@ import (
 const MinScrapeInterval = 10 * time.Second
 
 // Assembler keeps the usage history and builds the policy's view of a node
-// from it. It is not safe for concurrent use (its scratch buffer is shared
-// by every Node call); the zero value is not usable, use New.
+// from it. It is not safe for concurrent use (its scratch buffers are
+// shared by every call); the zero value is not usable, use New.
 type Assembler struct {
 	names   reclaimable.Names
 	hist    *policy.History
 	histAge time.Duration
 	scratch []policy.Sample
+	pods    []policy.Pod
+	// key is the scratch buffer of pod series keys (appendPodKey).
+	key []byte
 }
 
 // New returns an Assembler for the resource names of one domain. Its history
@@ -86,7 +89,8 @@ func (a *Assembler) AddPodMetrics(items []metricsv1beta1.PodMetrics) int {
 	added := 0
 	for i := range items {
 		m := &items[i]
-		if a.hist.AddPod(PodKey(m.Namespace, m.Name), PodSample(m)) {
+		a.key = appendPodKey(a.key[:0], m.Namespace, m.Name)
+		if a.hist.AddPodKey(a.key, PodSample(m)) {
 			added++
 		}
 	}
@@ -109,14 +113,20 @@ func PodSample(m *metricsv1beta1.PodMetrics) policy.Sample {
 }
 
 // PodKey names a pod's series: PodMetrics carry no UID, so namespace/name.
-func PodKey(namespace, name string) string { return namespace + "/" + name }
+func PodKey(namespace, name string) string { return string(appendPodKey(nil, namespace, name)) }
+
+// appendPodKey appends PodKey(namespace, name) to dst: the publisher builds
+// the key of every pod of the cluster twice a period, in one buffer.
+func appendPodKey[S string | []byte](dst []byte, namespace, name S) []byte {
+	return append(append(append(dst, namespace...), '/'), name...)
+}
 
 // Node assembles the policy's view of node from pods, the pods bound to it
 // (terminal ones are skipped), and returns as well the sum of the reclaimed
 // requests of its live pods: room already promised to them.
 //
-// The returned samples live in a scratch buffer that the next call reuses:
-// compute with in before assembling the next node.
+// The returned samples and pods live in scratch buffers that the next call
+// reuses: compute with in before assembling the next node.
 func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held reclaimable.Resources) {
 	in = policy.Node{
 		Name:        node.Name,
@@ -130,7 +140,7 @@ func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held r
 		buf = a.hist.AppendNode(buf, node.Name)
 	}
 	in.Samples = buf
-	in.Pods = make([]policy.Pod, 0, len(pods))
+	in.Pods = a.pods[:0]
 	for _, pod := range pods {
 		if pod.Terminal {
 			continue
@@ -140,14 +150,15 @@ func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held r
 			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), StartTime: pod.StartTime}
 		if a.hist != nil {
 			n := len(buf)
-			buf = a.hist.AppendPod(buf, PodKey(pod.Namespace, pod.Name))
+			a.key = appendPodKey(a.key[:0], pod.Namespace, pod.Name)
+			buf = a.hist.AppendPodKey(buf, a.key)
 			pp.Samples = buf[n:len(buf):len(buf)]
 		}
 		in.Pods = append(in.Pods, pp)
 	}
 	// Appending may have moved the buffer: the node's series is its start.
 	in.Samples = buf[:len(in.Samples):len(in.Samples)]
-	a.scratch = buf
+	a.scratch, a.pods = buf, in.Pods
 	return in, held
 }
 
