@@ -89,7 +89,8 @@ func newPodRecord(n reclaimable.Names, p *corev1.Pod) *podRecord {
 	}
 	if !req.IsZero() && !mismatch {
 		if err := enforcement.Enforced(&p.Spec, n); err != nil {
-			r.unenforced = notEnforcedMessage(err)
+			// Pods of one template lack the same: keep their text once.
+			r.unenforced = intern(notEnforcedMessage(err))
 		}
 	}
 	return r

@@ -268,7 +268,7 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 	client := fake.NewClientset()
 	p := New(o, client, mc, prometheus.NewRegistry())
 	nodeStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	toNode := trimNode(c.names.Annotation)
+	toNode := trimNode(c.names)
 	for _, n := range c.nodes {
 		kept := toNode(n.DeepCopy())
 		if err := nodeStore.Add(kept); err != nil {

@@ -68,7 +68,7 @@ type Publisher struct {
 	firstCycleDone atomic.Bool
 	// published remembers which nodes have per-node gauges, to delete them.
 	published map[string]bool
-	// parsed caches each node's parsed annotation (cycle goroutine only).
+	// parsed caches what each node's annotation says (cycle goroutine only).
 	parsed map[string]parsed
 }
 
@@ -194,7 +194,7 @@ func (p *Publisher) startInformers(ctx context.Context) {
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return core.Nodes().Watch(ctx, o)
 		},
-	}, trimNode(p.names.Annotation))
+	}, trimNode(p.names))
 	podInf := cache.NewSharedIndexInformerWithOptions(podLW, &policyinput.Pod{},
 		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{podNodeIndex: podNode}, ObjectDescription: "pods"})
 	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &corev1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
@@ -214,9 +214,20 @@ func podNode(obj any) ([]string, error) {
 
 // trimNode keeps only what the publisher reads of a Node: a kubelet's Node
 // carries its images, conditions and addresses, kilobytes each, and the
-// publisher needs the name, labels (pools), its own annotation and the
-// capacity and allocatable lists.
-func trimNode(annotation string) func(runtime.Object) runtime.Object {
+// publisher needs the name, labels (pools), its own annotation and four
+// entries of the capacity and allocatable lists (native and reclaimed cpu
+// and memory).
+func trimNode(names reclaimable.Names) func(runtime.Object) runtime.Object {
+	keys := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, names.CPU, names.Memory}
+	keep := func(l corev1.ResourceList) corev1.ResourceList {
+		out := make(corev1.ResourceList, len(keys))
+		for _, k := range keys {
+			if q, ok := l[k]; ok {
+				out[k] = q
+			}
+		}
+		return out
+	}
 	return func(obj runtime.Object) runtime.Object {
 		node, ok := obj.(*corev1.Node)
 		if !ok {
@@ -224,10 +235,10 @@ func trimNode(annotation string) func(runtime.Object) runtime.Object {
 		}
 		out := &corev1.Node{
 			ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels},
-			Status:     corev1.NodeStatus{Capacity: node.Status.Capacity, Allocatable: node.Status.Allocatable},
+			Status:     corev1.NodeStatus{Capacity: keep(node.Status.Capacity), Allocatable: keep(node.Status.Allocatable)},
 		}
-		if v, ok := node.Annotations[annotation]; ok {
-			out.Annotations = map[string]string{annotation: v}
+		if v, ok := node.Annotations[names.Annotation]; ok {
+			out.Annotations = map[string]string{names.Annotation: v}
 		}
 		return out
 	}
@@ -362,10 +373,7 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 	res := p.calc.Compute(&in, settings, now, p.opts.MetricsStaleAfter)
 	p.evictor.Observe(node.Name, res, held)
 
-	obs := policy.Observed{Status: p.statusValues(node), Held: held}
-	if a, err := p.parsedAnnotation(node); err == nil {
-		obs.Published = &policy.Published{Values: a.Values(), Held: a.HeldValues(), WriteTime: a.WriteTime}
-	}
+	obs := policy.Observed{Status: p.statusValues(node), Held: held, Published: p.annotated(node)}
 	d := policy.Decide(obs, res.Resources, now, policy.Gate{ChangeThreshold: settings.ChangeThreshold,
 		DecreaseThreshold: p.opts.DecreaseThreshold, Refresh: p.opts.RefreshInterval})
 	if !d.Writes() {
@@ -387,24 +395,28 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 	return w, res, d.Values
 }
 
-// parsedAnnotation returns the node's annotation parsed, from a cache keyed
-// by the annotation's text: the text changes once per publish, while the
-// Node's resourceVersion moves on every kubelet heartbeat, so the JSON is
-// parsed once per publish instead of once per node and cycle.
-func (p *Publisher) parsedAnnotation(node *corev1.Node) (reclaimable.Annotation, error) {
+// annotated returns what the node's annotation says (nil when it has none
+// or it does not parse), from a cache keyed by the annotation's text: the
+// text changes once per publish, while the Node's resourceVersion moves on
+// every kubelet heartbeat, so the JSON is parsed once per publish instead of
+// once per node and cycle. The cache keeps the three values the gate reads,
+// not the annotation's explanation.
+func (p *Publisher) annotated(node *corev1.Node) *policy.Published {
 	text := node.Annotations[p.names.Annotation]
 	if c, ok := p.parsed[node.Name]; ok && c.text == text {
-		return c.annotation, c.err
+		return c.published
 	}
-	a, err := reclaimable.Parse(text)
-	p.parsed[node.Name] = parsed{text: text, annotation: a, err: err}
-	return a, err
+	c := parsed{text: text}
+	if a, err := reclaimable.Parse(text); err == nil {
+		c.published = &policy.Published{Values: a.Values(), Held: a.HeldValues(), WriteTime: a.WriteTime}
+	}
+	p.parsed[node.Name] = c
+	return c.published
 }
 
 type parsed struct {
-	text       string
-	annotation reclaimable.Annotation
-	err        error
+	text      string
+	published *policy.Published
 }
 
 // statusValues returns the reclaimed resources the node status carries, or

@@ -429,19 +429,23 @@ func TestStaleMetricsDropTheRoomButKeepTheStatusAtWhatIsHeld(t *testing.T) {
 }
 
 // The node cache keeps what evaluate reads and drops what a kubelet's Node
-// is heavy with (images, conditions, other annotations).
+// is heavy with (images, conditions, other annotations, resources other
+// than native and reclaimed cpu and memory).
 func TestTrimNodeKeepsWhatEvaluateReads(t *testing.T) {
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
 	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), names.CPU: resource.MustParse("500")}
+	listed := res.DeepCopy()
+	listed[corev1.ResourcePods] = resource.MustParse("110")
+	listed["hugepages-2Mi"] = resource.MustParse("0")
 	full := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "7", Labels: map[string]string{"pool": "a"},
 			Annotations: map[string]string{names.Annotation: `{"cpu":1}`, "node.alpha.kubernetes.io/ttl": "0"}},
 		Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"},
-		Status: corev1.NodeStatus{Capacity: res, Allocatable: res,
+		Status: corev1.NodeStatus{Capacity: listed, Allocatable: listed,
 			Images:     []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 30}},
 			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
 	}
-	got := trimNode(names.Annotation)(full).(*corev1.Node)
+	got := trimNode(names)(full).(*corev1.Node)
 	want := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "7", Labels: map[string]string{"pool": "a"},
 			Annotations: map[string]string{names.Annotation: `{"cpu":1}`}},
@@ -450,7 +454,7 @@ func TestTrimNodeKeepsWhatEvaluateReads(t *testing.T) {
 	if !equality.Semantic.DeepEqual(got, want) {
 		t.Errorf("trimmed node:\n%+v\nwant\n%+v", got, want)
 	}
-	if again := trimNode(names.Annotation)(got); again != got && !equality.Semantic.DeepEqual(again, got) {
+	if again := trimNode(names)(got); again != got && !equality.Semantic.DeepEqual(again, got) {
 		t.Errorf("trimming a trimmed node changed it: %+v", again)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
 
+	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -80,7 +81,10 @@ func newFakeAPI(nodes, podsPerNode, reclaimedPerNode int) (*fakeAPI, error) {
 			Usage: corev1.ResourceList{corev1.ResourceCPU: *resource.NewMilliQuantity(8000+int64(i*37%6000), resource.DecimalSI),
 				corev1.ResourceMemory: *resource.NewQuantity(40<<30+int64(i*101%24)<<30, resource.BinarySI)}})
 		for j := range podsPerNode {
-			p := fakePod(names, n.Name, i, j, j >= podsPerNode-reclaimedPerNode, created)
+			p, err := fakePod(names, n.Name, i, j, j >= podsPerNode-reclaimedPerNode, created)
+			if err != nil {
+				return nil, err
+			}
 			pods.Items = append(pods.Items, *p)
 			f.podMetrics.Items = append(f.podMetrics.Items, metricsv1beta1.PodMetrics{
 				ObjectMeta: metav1.ObjectMeta{Name: p.Name, Namespace: p.Namespace, Labels: p.Labels},
@@ -138,8 +142,8 @@ func fakeNode(i int, created metav1.Time) *corev1.Node {
 }
 
 // fakePod is a Deployment's or Job's pod as the apiserver lists it,
-// managedFields included.
-func fakePod(names reclaimable.Names, node string, i, j int, reclaimed bool, created metav1.Time) *corev1.Pod {
+// managedFields included; a reclaimed one as the pod webhook admitted it.
+func fakePod(names reclaimable.Names, node string, i, j int, reclaimed bool, created metav1.Time) (*corev1.Pod, error) {
 	rl := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("2Gi")}
 	ns, app := "apps", fmt.Sprintf("svc-%03d", j)
 	if reclaimed {
@@ -147,7 +151,7 @@ func fakePod(names reclaimable.Names, node string, i, j int, reclaimed bool, cre
 		ns, app = "batch", fmt.Sprintf("job-%03d", j)
 	}
 	name := fmt.Sprintf("%s-7d9f8b6c5d-%05d%02d", app, i, j)
-	return &corev1.Pod{
+	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, UID: types.UID(fmt.Sprintf("6f1c2d9e-3b4a-4c5d-%04d-%012d", j, i)),
 			ResourceVersion: "1000", CreationTimestamp: created, GenerateName: app + "-7d9f8b6c5d-",
 			Labels:          map[string]string{"app.kubernetes.io/name": app, "app.kubernetes.io/part-of": "shop", "pod-template-hash": "7d9f8b6c5d"},
@@ -178,6 +182,12 @@ func fakePod(names reclaimable.Names, node string, i, j int, reclaimed bool, cre
 				ImageID: "registry.example.com/shop/" + app + "@sha256:0123456789abcdef", ContainerID: fmt.Sprintf("containerd://%064x", i*100+j),
 				State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: created}}}}},
 	}
+	if reclaimed {
+		if _, err := enforcement.Enforce(&pod.Spec, names); err != nil {
+			return nil, fmt.Errorf("bench pod cannot be enforced: %w", err)
+		}
+	}
+	return pod, nil
 }
 
 // start serves on a loopback port until stop.

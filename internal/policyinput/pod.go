@@ -2,11 +2,13 @@ package policyinput
 
 import (
 	"time"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -14,36 +16,39 @@ import (
 // Pod is what kube-reclaim keeps of a pod to compute a node's room and to
 // choose eviction victims: a few numbers instead of a whole Pod. The
 // publisher caches 150,000 of them at 5,000 nodes, where a Pod, even trimmed
-// to its containers' resources, costs kilobytes.
-//
-// It embeds ObjectMeta so that client-go's stores and indexers key it like
-// the Pod it comes from; only Name, Namespace, UID, ResourceVersion (the
-// reflector reads it from watch bookmarks), CreationTimestamp and
-// DeletionTimestamp are set.
+// to its containers' resources, costs kilobytes, and an embedded ObjectMeta
+// alone 256 bytes: client-go's stores key the record through GetObjectMeta.
 type Pod struct {
-	metav1.ObjectMeta
-	NodeName string
+	Namespace, Name string
+	UID             types.UID
+	// ResourceVersion is read by the reflector from watch bookmarks.
+	ResourceVersion string
+	NodeName        string
 	// Requests are the effective native cpu/memory requests, overhead
 	// included (reclaimable.NativeRequest).
 	Requests reclaimable.Resources
 	// Reclaimed are the effective requests of the reclaimed resources
 	// (Names.PodRequest); zero for a regular pod.
 	Reclaimed reclaimable.Resources
-	// StartTime is when kubelet started the pod; zero before that.
-	StartTime time.Time
-	Priority  int32
+	// Created is the pod's creation time; StartTime is when kubelet started
+	// it, zero before that.
+	Created, StartTime time.Time
+	Priority           int32
+	// Deleting: the pod has a deletion timestamp.
+	Deleting bool
 	// Terminal: the pod has finished (Succeeded or Failed).
 	Terminal bool
 }
 
 // NewPod keeps of pod what Pod holds, with the reclaimed requests read under
-// names.
+// names. Namespaces and node names, shared by many pods, are kept once.
 func NewPod(names reclaimable.Names, pod *corev1.Pod) *Pod {
 	p := &Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
-			CreationTimestamp: pod.CreationTimestamp, DeletionTimestamp: pod.DeletionTimestamp},
-		NodeName: pod.Spec.NodeName,
+		Namespace: intern(pod.Namespace), Name: pod.Name, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+		NodeName: intern(pod.Spec.NodeName),
 		Requests: reclaimable.NativeRequest(pod),
+		Created:  pod.CreationTimestamp.Time,
+		Deleting: pod.DeletionTimestamp != nil,
 		Terminal: pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed,
 	}
 	p.Reclaimed, _ = names.PodRequest(pod)
@@ -54,6 +59,14 @@ func NewPod(names reclaimable.Names, pod *corev1.Pod) *Pod {
 		p.Priority = *pod.Spec.Priority
 	}
 	return p
+}
+
+func intern(s string) string { return unique.Make(s).Value() }
+
+// GetObjectMeta lets client-go's stores and the reflector key the record
+// like the Pod it comes from.
+func (p *Pod) GetObjectMeta() metav1.Object {
+	return &metav1.ObjectMeta{Namespace: p.Namespace, Name: p.Name, UID: p.UID, ResourceVersion: p.ResourceVersion}
 }
 
 // PodRecords converts every *corev1.Pod to a *Pod, for an informer fed by
@@ -72,12 +85,8 @@ func PodRecords(names reclaimable.Names) func(runtime.Object) runtime.Object {
 // client-go's reflector requires of what a list or watch returns.
 func (p *Pod) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
-// DeepCopyObject returns a copy sharing nothing mutable with p.
-func (p *Pod) DeepCopyObject() runtime.Object {
-	c := *p
-	p.DeepCopyInto(&c.ObjectMeta)
-	return &c
-}
+// DeepCopyObject copies the record; it holds nothing mutable but itself.
+func (p *Pod) DeepCopyObject() runtime.Object { c := *p; return &c }
 
 // NonTerminalPods is the field selector of pods that have not finished: a
 // finished pod neither holds its requests nor uses anything, so a cache of
