@@ -25,8 +25,7 @@ type usage struct {
 const (
 	metricsMetaField      = 1 // NodeMetrics.metadata, PodMetrics.metadata
 	metricsTimestampField = 2 // NodeMetrics.timestamp, PodMetrics.timestamp
-	nodeUsageField        = 4 // NodeMetrics.usage: map<string, Quantity>
-	podContainersField    = 4 // PodMetrics.containers: repeated ContainerMetrics
+	metricsUsageField     = 4 // NodeMetrics.usage: map<string, Quantity>; PodMetrics.containers: repeated ContainerMetrics
 	containerUsageField   = 2 // ContainerMetrics.usage: map<string, Quantity>
 	objectMetaNameField   = 1 // ObjectMeta.name
 	objectMetaNSField     = 3 // ObjectMeta.namespace
@@ -43,17 +42,8 @@ const (
 // is the one NodeSample gives for the generated decoding of the same bytes
 // (TestDecodeUsageMatchesTheGeneratedDecoder, FuzzDecodeUsage).
 func decodeNodeUsage(b []byte, u *usage) error {
-	reset(u)
-	return walk(b, func(num protowire.Number, v []byte) error {
-		switch num {
-		case metricsMetaField:
-			return readMeta(v, u)
-		case metricsTimestampField:
-			return readTime(v, u)
-		case nodeUsageField:
-			return readUsageEntry(v, &u.sample.CPUMilli, &u.sample.MemoryBytes)
-		}
-		return nil
+	return decodeItem(b, u, func(v []byte) error {
+		return readUsageEntry(v, &u.sample.CPUMilli, &u.sample.MemoryBytes)
 	})
 }
 
@@ -61,6 +51,26 @@ func decodeNodeUsage(b []byte, u *usage) error {
 // the sum of its containers' usage, as PodSample sums them (see
 // decodeNodeUsage for why).
 func decodePodUsage(b []byte, u *usage) error {
+	return decodeItem(b, u, func(container []byte) error {
+		// A container's usage is a map: a key given twice keeps its last
+		// value, so the container is summed once it is read.
+		var cpu, mem int64
+		err := walk(container, func(num protowire.Number, v []byte) error {
+			if num != containerUsageField {
+				return nil
+			}
+			return readUsageEntry(v, &cpu, &mem)
+		})
+		u.sample.CPUMilli += cpu
+		u.sample.MemoryBytes += mem
+		return err
+	})
+}
+
+// decodeItem reads the metadata and timestamp of a NodeMetrics or
+// PodMetrics into u and passes each occurrence of field 4 (a node's usage
+// map entry, a pod's container) to usageField.
+func decodeItem(b []byte, u *usage, usageField func([]byte) error) error {
 	reset(u)
 	return walk(b, func(num protowire.Number, v []byte) error {
 		switch num {
@@ -68,19 +78,8 @@ func decodePodUsage(b []byte, u *usage) error {
 			return readMeta(v, u)
 		case metricsTimestampField:
 			return readTime(v, u)
-		case podContainersField:
-			// A container's usage is a map: a key given twice keeps its
-			// last value, so the container is summed once it is read.
-			var cpu, mem int64
-			err := walk(v, func(num protowire.Number, v []byte) error {
-				if num != containerUsageField {
-					return nil
-				}
-				return readUsageEntry(v, &cpu, &mem)
-			})
-			u.sample.CPUMilli += cpu
-			u.sample.MemoryBytes += mem
-			return err
+		case metricsUsageField:
+			return usageField(v)
 		}
 		return nil
 	})

@@ -171,37 +171,36 @@ func FuzzDecodeUsage(f *testing.F) {
 		f.Add(b, true)
 	}
 	f.Fuzz(func(t *testing.T, b []byte, node bool) {
-		var u usage
 		if node {
-			_ = decodeNodeUsage(b, &u)
-			var m metricsv1beta1.NodeMetrics
-			if m.Unmarshal(b) != nil {
-				return
-			}
-			again, err := m.Marshal()
-			if err != nil {
-				t.Fatal(err)
-			}
-			err = decodeNodeUsage(again, &u)
-			if want := usageOf(m.Namespace, m.Name, NodeSample(&m)); err != nil || !sameUsage(u, want) {
-				t.Fatalf("generated %s %+v, usage %s %+v (%v)", want.name, want.sample, u.name, u.sample, err)
-			}
-			return
-		}
-		_ = decodePodUsage(b, &u)
-		var m metricsv1beta1.PodMetrics
-		if m.Unmarshal(b) != nil {
-			return
-		}
-		again, err := m.Marshal()
-		if err != nil {
-			t.Fatal(err)
-		}
-		err = decodePodUsage(again, &u)
-		if want := usageOf(m.Namespace, m.Name, PodSample(&m)); err != nil || !sameUsage(u, want) {
-			t.Fatalf("generated %s/%s %+v, usage %s/%s %+v (%v)", want.namespace, want.name, want.sample, u.namespace, u.name, u.sample, err)
+			roundTrip(t, b, decodeNodeUsage, NodeSample)
+		} else {
+			roundTrip(t, b, decodePodUsage, PodSample)
 		}
 	})
+}
+
+// roundTrip decodes b with decode (it must not panic) and, when the generated
+// decoder takes b, checks decode against sample on b encoded again.
+func roundTrip[T any, P interface {
+	*T
+	metav1.Object
+	Marshal() ([]byte, error)
+	Unmarshal([]byte) error
+}](t *testing.T, b []byte, decode func([]byte, *usage) error, sample func(P) policy.Sample) {
+	var u usage
+	_ = decode(b, &u)
+	m := P(new(T))
+	if m.Unmarshal(b) != nil {
+		return
+	}
+	again, err := m.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = decode(again, &u)
+	if want := usageOf(m.GetNamespace(), m.GetName(), sample(m)); err != nil || !sameUsage(u, want) {
+		t.Fatalf("generated %s/%s %+v, usage %s/%s %+v (%v)", want.namespace, want.name, want.sample, u.namespace, u.name, u.sample, err)
+	}
 }
 
 // The JSON path keeps the same usage as the protobuf one.
