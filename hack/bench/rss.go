@@ -37,17 +37,19 @@ func (c *rssConfig) flags(fs *flag.FlagSet) {
 }
 
 // benchRole is a kube-reclaim role to start, with the port of its health
-// server.
+// server and the environment deploy/ gives it.
 type benchRole struct {
 	role   string
 	health int
 	args   []string
+	env    []string
 }
 
 // deployedRoles writes deploy/default's policy into dir and returns the
 // publisher (first; without leader election, publisherExtra appended) and
 // the extender (without the publisher lease check) with deploy/default's
-// arguments against kubeconfig, serving on free loopback ports.
+// arguments and environment against kubeconfig, serving on free loopback
+// ports.
 func deployedRoles(dir, kubeconfig string, publisherExtra ...string) ([]benchRole, error) {
 	dep, err := stack.LoadDeployed("default")
 	if err != nil {
@@ -68,7 +70,8 @@ func deployedRoles(dir, kubeconfig string, publisherExtra ...string) ([]benchRol
 		"--config="+policyFile, fmt.Sprintf("--health-address=127.0.0.1:%d", pubHealth), "--leader-elect=false")
 	ext := append(append([]string{stack.Extender, "--kubeconfig=" + kubeconfig}, dep.Args[stack.Extender]...),
 		fmt.Sprintf("--listen-address=127.0.0.1:%d", extListen), fmt.Sprintf("--health-address=127.0.0.1:%d", extHealth), "--publisher-lease-name=")
-	return []benchRole{{stack.Publisher, pubHealth, append(pub, publisherExtra...)}, {stack.Extender, extHealth, ext}}, nil
+	return []benchRole{{stack.Publisher, pubHealth, append(pub, publisherExtra...), dep.Env[stack.Publisher]},
+		{stack.Extender, extHealth, ext, dep.Env[stack.Extender]}}, nil
 }
 
 // procStats is what /proc says about one process.
@@ -169,7 +172,7 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 		defer logf.Close()
 		cmd := exec.CommandContext(ctx, bin, r.args...)
 		cmd.Stdout, cmd.Stderr = logf, logf
-		cmd.Env = append(os.Environ(), "GODEBUG=gctrace=1")
+		cmd.Env = append(append(os.Environ(), r.env...), "GODEBUG=gctrace=1")
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		// On cancellation stop the whole process group as stopProcess does,
 		// not just the leader with SIGKILL.
@@ -179,7 +182,7 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 		}
 		procs[i] = cmd
 	}
-	step("started kube-reclaim publisher and extender with deploy/default's arguments (publisher without leader election and with --kube-api-qps=1000, extender without the lease check)")
+	step("started kube-reclaim publisher and extender with deploy/default's arguments and environment (publisher without leader election and with --kube-api-qps=1000, extender without the lease check)")
 	res := &rssResult{Nodes: cfg.nodes, Pods: pods}
 	for i, r := range roles {
 		if err := waitHTTPOK(ctx, procs[i], fmt.Sprintf("http://127.0.0.1:%d/readyz", r.health), 10*time.Minute); err != nil {

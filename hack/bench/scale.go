@@ -122,11 +122,11 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 	}
 	started := time.Now()
 	for _, r := range roles {
-		if err := c.StartProcess(r.role, bin, r.args...); err != nil {
+		if err := c.StartProcessWithEnv(r.role, bin, r.env, r.args...); err != nil {
 			return nil, err
 		}
 	}
-	step("started the publisher (without leader election, deployed --kube-api-qps) and the extender (without the lease check) with deploy/default's arguments")
+	step("started the publisher (without leader election, deployed --kube-api-qps) and the extender (without the lease check) with deploy/default's arguments and environment")
 	res := &scaleResult{Nodes: cfg.nodes, Pods: pods, HeartbeatSeconds: cfg.heartbeat.Seconds()}
 	for _, r := range roles {
 		// The publisher is ready after its first cycle, which writes every node.

@@ -181,13 +181,13 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		// No publisher runs: the annotation's write time alone bounds staleness.
 		"--publisher-lease-name=",
 		fmt.Sprintf("--kube-api-qps=%d", cfg.extenderQPS), fmt.Sprintf("--kube-api-burst=%d", 2*cfg.extenderQPS))
-	if err := c.StartProcess(stack.Extender, bin, args...); err != nil {
+	if err := c.StartProcessWithEnv(stack.Extender, bin, dep.Env[stack.Extender], args...); err != nil {
 		return nil, err
 	}
 	if err := waitReady(ctx, c, stack.Extender, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), 2*time.Minute); err != nil {
 		return nil, err
 	}
-	b.step("extender running as deploy/default configures it: kube-reclaim %v", args[1:])
+	b.step("extender running as deploy/default configures it: %v kube-reclaim %v", dep.Env[stack.Extender], args[1:])
 
 	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
 		return nil, err

@@ -465,6 +465,12 @@ func (c *Cluster) start(name string) error {
 // logged to <Dir>/<name>.log and stopped by Stop. Tests use it to run the
 // kube-reclaim roles as real processes.
 func (c *Cluster) StartProcess(name, path string, args ...string) error {
+	return c.StartProcessWithEnv(name, path, nil, args...)
+}
+
+// StartProcessWithEnv is StartProcess with env (NAME=value) added to the
+// process's environment.
+func (c *Cluster) StartProcessWithEnv(name, path string, env []string, args ...string) error {
 	c.mu.Lock()
 	if c.stopped {
 		c.mu.Unlock()
@@ -476,7 +482,7 @@ func (c *Cluster) StartProcess(name, path string, args ...string) error {
 		c.procs[name] = p
 		c.started = append(c.started, p)
 	}
-	p.Path, p.Args = path, args
+	p.Path, p.Args, p.Env = path, args, env
 	c.mu.Unlock()
 	if err := p.Start(); err != nil {
 		return err

@@ -15,9 +15,11 @@ import (
 // Process is one program the cluster started, in its own process group so
 // that it and anything it forks are stopped together.
 type Process struct {
-	Name    string
-	Path    string
-	Args    []string
+	Name string
+	Path string
+	Args []string
+	// Env is added to this process's environment (NAME=value).
+	Env     []string
 	LogFile string
 
 	mu   sync.Mutex
@@ -70,6 +72,9 @@ func (p *Process) Start() error {
 	}
 	cmd := exec.Command(p.Path, p.Args...) //nolint:noctx // lives until Stop, not until some context ends
 	cmd.Stdout, cmd.Stderr = logf, logf
+	if len(p.Env) > 0 {
+		cmd.Env = append(os.Environ(), p.Env...)
+	}
 	// Setpgid: stop the whole group. Pdeathsig: if the test binary is killed
 	// outright (SIGKILL), the kernel still takes the children down.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}

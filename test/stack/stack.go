@@ -36,10 +36,12 @@ const (
 )
 
 // Deployed is what deploy/ configures: each role's arguments (without the
-// subcommand and without machine-specific flags), the policy file and the
-// webhook configuration's name.
+// subcommand and without machine-specific flags) and environment (NAME=value,
+// the variables given by value), the policy file and the webhook
+// configuration's name.
 type Deployed struct {
 	Args              map[string][]string
+	Env               map[string][]string
 	Policy            string
 	WebhookConfigName string
 }
@@ -55,7 +57,7 @@ func LoadDeployed(overlay string) (*Deployed, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Deployed{Args: map[string][]string{}}
+	d := &Deployed{Args: map[string][]string{}, Env: map[string][]string{}}
 	for _, u := range objs {
 		switch u.GetKind() {
 		case "Deployment":
@@ -66,6 +68,11 @@ func LoadDeployed(overlay string) (*Deployed, error) {
 			for _, c := range dep.Spec.Template.Spec.Containers {
 				if role := strings.TrimPrefix(dep.Name, "kube-reclaim-"); c.Name == role && len(c.Args) > 0 && c.Args[0] == role {
 					d.Args[role] = localArgs(c.Args[1:])
+					for _, e := range c.Env {
+						if e.ValueFrom == nil {
+							d.Env[role] = append(d.Env[role], e.Name+"="+e.Value)
+						}
+					}
 				}
 			}
 		case "ConfigMap":
@@ -237,7 +244,7 @@ func (s *Stack) StartRole(ctx context.Context, role string) error {
 		if err := s.c.StartComponent(role); err != nil {
 			return err
 		}
-	} else if err := s.c.StartProcess(role, s.Bin, s.args[role]...); err != nil {
+	} else if err := s.c.StartProcessWithEnv(role, s.Bin, s.Deployed.Env[role], s.args[role]...); err != nil {
 		return err
 	}
 	return s.WaitReady(ctx, role, 90*time.Second)

@@ -5,8 +5,9 @@ import (
 	"testing"
 )
 
-// The stack runs what deploy/ deploys: the arguments and the policy come from
-// the rendered overlay, minus what is specific to a machine.
+// The stack runs what deploy/ deploys: the arguments, the environment and
+// the policy come from the rendered overlay, minus what is specific to a
+// machine.
 func TestLoadDeployedTakesArgumentsAndPolicyFromTheOverlay(t *testing.T) {
 	d, err := LoadDeployed("default")
 	if err != nil {
@@ -26,6 +27,11 @@ func TestLoadDeployedTakesArgumentsAndPolicyFromTheOverlay(t *testing.T) {
 	}
 	if !contains(d.Args[Extender], "--strategy=spread") {
 		t.Errorf("extender args %v lack the deployed --strategy", d.Args[Extender])
+	}
+	for _, role := range []string{Publisher, Extender} {
+		if !contains(d.Env[role], "GOGC=50") {
+			t.Errorf("%s environment %v lacks the deployed GOGC=50", role, d.Env[role])
+		}
 	}
 	if !strings.Contains(d.Policy, "policy:") {
 		t.Errorf("policy file not found in the ConfigMap: %q", d.Policy)
