@@ -72,34 +72,16 @@ func sameUsage(a, b usage) bool {
 func TestDecodeUsageMatchesTheGeneratedDecoder(t *testing.T) {
 	rng := rand.New(rand.NewPCG(3, 4))
 	var u usage // reused, as readProtobufItems reuses it
-	for i := range 500 {
+	for range 500 {
 		b, err := randomPodMetrics(rng).Marshal()
 		if err != nil {
 			t.Fatal(err)
 		}
-		var pm metricsv1beta1.PodMetrics
-		if err := pm.Unmarshal(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := decodePodUsage(b, &u); err != nil {
-			t.Fatalf("pod %d: %v", i, err)
-		}
-		if want := usageOf(pm.Namespace, pm.Name, PodSample(&pm)); !sameUsage(u, want) {
-			t.Fatalf("pod %d (%+v):\n got %s/%s %+v\nwant %s/%s %+v", i, pm, u.namespace, u.name, u.sample, want.namespace, want.name, want.sample)
-		}
+		roundTrip(t, &u, b, decodePodUsage, PodSample)
 		if b, err = randomNodeMetrics(rng).Marshal(); err != nil {
 			t.Fatal(err)
 		}
-		var nm metricsv1beta1.NodeMetrics
-		if err := nm.Unmarshal(b); err != nil {
-			t.Fatal(err)
-		}
-		if err := decodeNodeUsage(b, &u); err != nil {
-			t.Fatalf("node %d: %v", i, err)
-		}
-		if want := usageOf("", nm.Name, NodeSample(&nm)); !sameUsage(u, want) {
-			t.Fatalf("node %d: got %s %+v, want %s %+v", i, u.name, u.sample, want.name, want.sample)
-		}
+		roundTrip(t, &u, b, decodeNodeUsage, NodeSample)
 	}
 }
 
@@ -171,24 +153,26 @@ func FuzzDecodeUsage(f *testing.F) {
 		f.Add(b, true)
 	}
 	f.Fuzz(func(t *testing.T, b []byte, node bool) {
+		var u usage
 		if node {
-			roundTrip(t, b, decodeNodeUsage, NodeSample)
+			roundTrip(t, &u, b, decodeNodeUsage, NodeSample)
 		} else {
-			roundTrip(t, b, decodePodUsage, PodSample)
+			roundTrip(t, &u, b, decodePodUsage, PodSample)
 		}
 	})
 }
 
-// roundTrip decodes b with decode (it must not panic) and, when the generated
-// decoder takes b, checks decode against sample on b encoded again.
+// roundTrip decodes b with decode into u (it must not panic) and, when the
+// generated decoder takes b, checks decode against sample on b encoded again
+// (b itself when it came from Marshal).
 func roundTrip[T any, P interface {
 	*T
 	metav1.Object
 	Marshal() ([]byte, error)
 	Unmarshal([]byte) error
-}](t *testing.T, b []byte, decode func([]byte, *usage) error, sample func(P) policy.Sample) {
-	var u usage
-	_ = decode(b, &u)
+}](t *testing.T, u *usage, b []byte, decode func([]byte, *usage) error, sample func(P) policy.Sample) {
+	t.Helper()
+	_ = decode(b, u)
 	m := P(new(T))
 	if m.Unmarshal(b) != nil {
 		return
@@ -197,8 +181,8 @@ func roundTrip[T any, P interface {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = decode(again, &u)
-	if want := usageOf(m.GetNamespace(), m.GetName(), sample(m)); err != nil || !sameUsage(u, want) {
+	err = decode(again, u)
+	if want := usageOf(m.GetNamespace(), m.GetName(), sample(m)); err != nil || !sameUsage(*u, want) {
 		t.Fatalf("generated %s/%s %+v, usage %s/%s %+v (%v)", want.namespace, want.name, want.sample, u.namespace, u.name, u.sample, err)
 	}
 }
