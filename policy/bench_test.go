@@ -89,13 +89,13 @@ func BenchmarkComputeCluster(b *testing.B) {
 // publisher does.
 func BenchmarkHistoryCycle(b *testing.B) {
 	h := NewHistory(6*time.Minute, benchSamples+1)
-	uids := make([]string, benchNodes*benchPods)
+	uids := make([][]byte, benchNodes*benchPods)
 	names := make([]string, benchNodes)
 	for i := range names {
 		names[i] = fmt.Sprintf("node-%d", i)
 	}
 	for i := range uids {
-		uids[i] = fmt.Sprintf("pod-%d", i)
+		uids[i] = []byte(fmt.Sprintf("pod-%d", i))
 	}
 	buf := make([]Sample, 0, benchNodes*(benchPods+1)*(benchSamples+1))
 	t := now

@@ -62,17 +62,10 @@ func (h *History) AddNode(name string, s Sample) bool {
 }
 
 // AddPod records a usage sample of the pod with the given key and reports
-// whether it was new.
-func (h *History) AddPod(key string, s Sample) bool {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return seriesOf(h.pods, key).push(newEntry(s), h.maxAge, h.maxCount)
-}
-
-// AddPodKey is AddPod with the key in bytes: the series of a pod seen before
-// is found without making a string of the key (a publisher adds a sample
+// whether it was new. The key is in bytes so that the series of a pod seen
+// before is found without making a string of it (a publisher adds a sample
 // for every pod of the cluster every period).
-func (h *History) AddPodKey(key []byte, s Sample) bool {
+func (h *History) AddPod(key []byte, s Sample) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	sr := h.pods[string(key)]
@@ -89,15 +82,9 @@ func (h *History) AppendNode(dst []Sample, name string) []Sample {
 	return h.nodes[name].appendTo(dst)
 }
 
-// AppendPod appends the pod's samples, oldest first, to dst (times in UTC).
-func (h *History) AppendPod(dst []Sample, key string) []Sample {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.pods[key].appendTo(dst)
-}
-
-// AppendPodKey is AppendPod with the key in bytes (see AddPodKey).
-func (h *History) AppendPodKey(dst []Sample, key []byte) []Sample {
+// AppendPod appends the pod's samples, oldest first, to dst (times in UTC);
+// the key is in bytes as for AddPod.
+func (h *History) AppendPod(dst []Sample, key []byte) []Sample {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	return h.pods[string(key)].appendTo(dst)

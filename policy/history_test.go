@@ -22,29 +22,29 @@ func TestHistory(t *testing.T) {
 	})
 	t.Run("a repeated or older sample is dropped", func(t *testing.T) {
 		h := NewHistory(10*time.Minute, 10)
-		h.AddPod("u", smp(20, 2, 20))
-		if h.AddPod("u", smp(20, 5, 50)) {
+		h.AddPod([]byte("u"), smp(20, 2, 20))
+		if h.AddPod([]byte("u"), smp(20, 5, 50)) {
 			t.Errorf("the same timestamp was added twice")
 		}
-		if h.AddPod("u", smp(30, 1, 10)) {
+		if h.AddPod([]byte("u"), smp(30, 1, 10)) {
 			t.Errorf("an older sample was added")
 		}
-		if got := h.AppendPod(nil, "u"); !slices.Equal(got, []Sample{smp(20, 2, 20)}) {
+		if got := h.AppendPod(nil, []byte("u")); !slices.Equal(got, []Sample{smp(20, 2, 20)}) {
 			t.Errorf("got %v", got)
 		}
 	})
-	t.Run("keys in bytes name the same series as in strings", func(t *testing.T) {
+	t.Run("the history keeps no reference to the caller's key", func(t *testing.T) {
 		h := NewHistory(10*time.Minute, 10)
 		key := []byte("ns/p")
-		if !h.AddPodKey(key, smp(20, 2, 20)) || !h.AddPod("ns/p", smp(10, 3, 30)) || h.AddPodKey(key, smp(10, 4, 40)) {
-			t.Errorf("AddPodKey and AddPod did not share the series ns/p")
+		if !h.AddPod(key, smp(20, 2, 20)) || !h.AddPod(key, smp(10, 3, 30)) {
+			t.Errorf("two new samples of ns/p were not both added")
 		}
-		key[3] = 'q' // the history keeps no reference to the caller's bytes
+		key[3] = 'q'
 		want := []Sample{smp(20, 2, 20), smp(10, 3, 30)}
-		if got := h.AppendPodKey(nil, []byte("ns/p")); !slices.Equal(got, want) {
-			t.Errorf("AppendPodKey = %v, want %v", got, want)
+		if got := h.AppendPod(nil, []byte("ns/p")); !slices.Equal(got, want) {
+			t.Errorf("AppendPod = %v, want %v", got, want)
 		}
-		if got := h.AppendPod(nil, "ns/q"); got != nil {
+		if got := h.AppendPod(nil, []byte("ns/q")); got != nil {
 			t.Errorf("the caller's buffer named a second series: %v", got)
 		}
 	})
@@ -84,8 +84,8 @@ func TestHistory(t *testing.T) {
 		h.AddNode("gone", smp(120, 1, 0))
 		h.AddNode("n", smp(90, 1, 0))
 		h.AddNode("n", smp(30, 2, 0))
-		h.AddPod("gone", smp(61, 1, 0))
-		h.AddPod("p", smp(60, 1, 0))
+		h.AddPod([]byte("gone"), smp(61, 1, 0))
+		h.AddPod([]byte("p"), smp(60, 1, 0))
 		h.Prune(now)
 		if nodes, pods := h.Len(); nodes != 1 || pods != 1 {
 			t.Errorf("Len = %d nodes, %d pods; want 1, 1", nodes, pods)
@@ -93,14 +93,14 @@ func TestHistory(t *testing.T) {
 		if got := h.AppendNode(nil, "n"); !slices.Equal(got, []Sample{smp(30, 2, 0)}) {
 			t.Errorf("node samples %v", got)
 		}
-		if got := h.AppendPod(nil, "p"); !slices.Equal(got, []Sample{smp(60, 1, 0)}) {
+		if got := h.AppendPod(nil, []byte("p")); !slices.Equal(got, []Sample{smp(60, 1, 0)}) {
 			t.Errorf("pod samples %v", got)
 		}
 	})
 	t.Run("delete forgets a node or a pod", func(t *testing.T) {
 		h := NewHistory(time.Minute, 10)
 		h.AddNode("n", smp(1, 1, 1))
-		h.AddPod("p", smp(1, 1, 1))
+		h.AddPod([]byte("p"), smp(1, 1, 1))
 		h.DeleteNode("n")
 		h.DeletePod("p")
 		if nodes, pods := h.Len(); nodes != 0 || pods != 0 {
@@ -126,12 +126,12 @@ func TestHistory(t *testing.T) {
 		var want []Sample
 		for i := 100; i >= 1; i-- {
 			s := smp(i, int64(i), int64(2*i))
-			h.AddPod("p", s)
+			h.AddPod([]byte("p"), s)
 			want = append(want, s)
 			if len(want) > 7 {
 				want = want[1:]
 			}
-			if got := h.AppendPod(nil, "p"); !slices.Equal(got, want) {
+			if got := h.AppendPod(nil, []byte("p")); !slices.Equal(got, want) {
 				t.Fatalf("after %d samples got %v, want %v", 101-i, got, want)
 			}
 		}
@@ -140,11 +140,11 @@ func TestHistory(t *testing.T) {
 		h := NewHistory(10*time.Minute, 40)
 		h.AddNode("n", smp(30, 3000, 6000))
 		h.AddNode("n", smp(15, 2500, 5000))
-		h.AddPod("uid-r", smp(30, 1500, 2000))
-		h.AddPod("uid-r", smp(15, 1000, 1000))
+		h.AddPod([]byte("uid-r"), smp(30, 1500, 2000))
+		h.AddPod([]byte("uid-r"), smp(15, 1000, 1000))
 		n := Node{Name: "n", Allocatable: alloc4k10k, Samples: h.AppendNode(nil, "n"),
 			Pods: []Pod{reclaimedPod("r")}}
-		n.Pods[0].Samples = h.AppendPod(nil, n.Pods[0].UID)
+		n.Pods[0].Samples = h.AppendPod(nil, []byte(n.Pods[0].UID))
 		r := Compute(&n, testSettings(), now, 2*time.Minute)
 		// regular 1500 / 4000: 4000-1400-1500 = 1100; 10000-3500-4000 = 2500
 		if r.CPUMilli != 1100 || r.MemoryBytes != 2500 {

@@ -53,7 +53,7 @@ func (a *Assembler) ReadPodMetrics(ctx context.Context, mc metricsclient.Interfa
 		added := 0
 		err := stream(ctx, rc.Get().Resource("pods"), podItems, func(u *usage) {
 			a.key = appendPodKey(a.key[:0], u.namespace, u.name)
-			if a.hist.AddPodKey(a.key, u.sample) {
+			if a.hist.AddPod(a.key, u.sample) {
 				added++
 			}
 		})

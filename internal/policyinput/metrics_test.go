@@ -117,7 +117,7 @@ func TestReadMetricsAddsEveryItemAsAWholeListWould(t *testing.T) {
 				}
 			}
 			for _, pod := range []string{"a", "b", "c"} {
-				got, w := a.History().AppendPod(nil, PodKey("ns", pod)), want.History().AppendPod(nil, PodKey("ns", pod))
+				got, w := a.History().AppendPod(nil, appendPodKey(nil, "ns", pod)), want.History().AppendPod(nil, appendPodKey(nil, "ns", pod))
 				if len(w) != 1 || !reflect.DeepEqual(got, w) {
 					t.Errorf("pod %s: %v, want %v", pod, got, w)
 				}
@@ -143,13 +143,13 @@ func TestReadMetricsRejectsMalformedListsAndKeepsTheHistory(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			a := New(names(t))
 			a.Resize(time.Hour, MinScrapeInterval)
-			a.History().AddPod(PodKey("ns", "kept"), policy.Sample{Time: t0, CPUMilli: 5})
+			a.History().AddPod(appendPodKey(nil, "ns", "kept"), policy.Sample{Time: t0, CPUMilli: 5})
 			mc := metricsServer(t, tc.contentType, nil, nil, tc.body)
 			_, err := a.ReadPodMetrics(context.Background(), mc)
 			if err == nil || !strings.Contains(err.Error(), "metrics list") {
 				t.Fatalf("a malformed list read with error %v, want one saying the metrics list is malformed", err)
 			}
-			if got := a.History().AppendPod(nil, PodKey("ns", "kept")); len(got) != 1 {
+			if got := a.History().AppendPod(nil, appendPodKey(nil, "ns", "kept")); len(got) != 1 {
 				t.Errorf("history lost its sample: %v", got)
 			}
 		})

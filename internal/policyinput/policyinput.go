@@ -90,7 +90,7 @@ func (a *Assembler) AddPodMetrics(items []metricsv1beta1.PodMetrics) int {
 	for i := range items {
 		m := &items[i]
 		a.key = appendPodKey(a.key[:0], m.Namespace, m.Name)
-		if a.hist.AddPodKey(a.key, PodSample(m)) {
+		if a.hist.AddPod(a.key, PodSample(m)) {
 			added++
 		}
 	}
@@ -112,10 +112,8 @@ func PodSample(m *metricsv1beta1.PodMetrics) policy.Sample {
 	return s
 }
 
-// PodKey names a pod's series: PodMetrics carry no UID, so namespace/name.
-func PodKey(namespace, name string) string { return string(appendPodKey(nil, namespace, name)) }
-
-// appendPodKey appends PodKey(namespace, name) to dst: the publisher builds
+// appendPodKey appends the key of a pod's series to dst: PodMetrics carry no
+// UID, so namespace/name. The publisher builds
 // the key of every pod of the cluster twice a period, in one buffer.
 func appendPodKey[S string | []byte](dst []byte, namespace, name S) []byte {
 	return append(append(append(dst, namespace...), '/'), name...)
@@ -151,7 +149,7 @@ func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held r
 		if a.hist != nil {
 			n := len(buf)
 			a.key = appendPodKey(a.key[:0], pod.Namespace, pod.Name)
-			buf = a.hist.AppendPodKey(buf, a.key)
+			buf = a.hist.AppendPod(buf, a.key)
 			pp.Samples = buf[n:len(buf):len(buf)]
 		}
 		in.Pods = append(in.Pods, pp)
