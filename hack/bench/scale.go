@@ -14,7 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -26,12 +29,17 @@ import (
 type scaleConfig struct {
 	nodes, podsPerNode int
 	observe, heartbeat time.Duration
+	settle             time.Duration
 }
 
 func (c *scaleConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.nodes, "scale-nodes", 1000, "kwok nodes of the real local cluster")
 	fs.IntVar(&c.podsPerNode, "scale-pods-per-node", 20, "running pods per node (2 of them reclaimed)")
-	fs.DurationVar(&c.observe, "scale-observe", 3*time.Minute, "how long both processes are watched after start-up")
+	// The publisher rewrites every node once per 5-minute refresh interval:
+	// a window without that round would leave the steady state's writes out
+	// of the CPU per cycle.
+	fs.DurationVar(&c.observe, "scale-observe", 6*time.Minute, "how long both processes are watched after start-up (RSS is read as well after 3 minutes)")
+	fs.DurationVar(&c.settle, "scale-settle", 20*time.Second, "start the roles once no pod has changed for this long")
 	// A kubelet computes its status every 10 s but, with node Leases, posts
 	// it only when it changed or every nodeStatusReportFrequency (5m);
 	// kwok's heartbeat always changes it. Every node status write is a watch
@@ -47,8 +55,10 @@ type scaleProcess struct {
 	ReadySeconds float64 `json:"readySeconds"`
 	StartRSSMiB  float64 `json:"startRssMiB"`
 	StartPeakMiB float64 `json:"startPeakMiB"`
-	EndRSSMiB    float64 `json:"endRssMiB"`
-	EndPeakMiB   float64 `json:"endPeakMiB"`
+	// MidRSSMiB is read rssAt into the observation (0 when it is shorter).
+	MidRSSMiB  float64 `json:"midRssMiB"`
+	EndRSSMiB  float64 `json:"endRssMiB"`
+	EndPeakMiB float64 `json:"endPeakMiB"`
 }
 
 type scaleResult struct {
@@ -56,6 +66,7 @@ type scaleResult struct {
 	HeartbeatSeconds float64        `json:"heartbeatSeconds"`
 	Pods             int            `json:"pods"`
 	ObserveSeconds   float64        `json:"observeSeconds"`
+	MidSeconds       float64        `json:"midSeconds"`
 	Processes        []scaleProcess `json:"processes"`
 	PublisherCycles  int            `json:"publisherCycles"`
 	PublisherCPU     float64        `json:"publisherCpuSecondsPerCycle"`
@@ -64,6 +75,20 @@ type scaleResult struct {
 }
 
 const scaleNS = "scale"
+
+// rssAt is when into the observation both roles' RSS is read besides its end.
+const rssAt = 3 * time.Minute
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
 
 // runScale is `bench scale`: the publisher and the extender as real
 // processes with deploy/default's arguments against the real local control
@@ -115,6 +140,15 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 		return nil, err
 	}
 	step("%d pods Running", pods)
+	// kwok goes on rewriting the status of pods it has already made Running
+	// (over 10,000 updates in the minute after the last one turned Running,
+	// at 1000 nodes): started now, the publisher would be measured decoding
+	// kwok's start-up rather than a cluster of running pods.
+	updates, err := waitPodsSettled(ctx, client, cfg.settle, 15*time.Minute)
+	if err != nil {
+		return nil, err
+	}
+	step("pods settled: %d pod updates after all were Running, then none for %s", updates, cfg.settle)
 
 	roles, err := deployedRoles(tmp, c.Kubeconfig())
 	if err != nil {
@@ -153,10 +187,21 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 		return nil, err
 	}
 	observed := time.Now()
-	select {
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	case <-time.After(cfg.observe):
+	if cfg.observe > rssAt {
+		if err := sleepCtx(ctx, rssAt); err != nil {
+			return nil, err
+		}
+		for i, r := range roles {
+			s, err := readProcStats(c.Process(r.role).PID())
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", r.role, err)
+			}
+			res.Processes[i].MidRSSMiB = mib(s.RSSMB)
+		}
+		res.MidSeconds = time.Since(observed).Seconds()
+	}
+	if err := sleepCtx(ctx, cfg.observe-time.Since(observed)); err != nil {
+		return nil, err
 	}
 	res.ObserveSeconds = time.Since(observed).Seconds()
 	cycles1, writes1, err := publisherCounters(ctx, pubMetrics)
@@ -241,11 +286,53 @@ func waitPodsRunning(ctx context.Context, client kubernetes.Interface, n int, ti
 	return nil
 }
 
+// waitPodsSettled watches the bench's pods until none has changed for quiet
+// and returns how many changes it saw.
+func waitPodsSettled(ctx context.Context, client kubernetes.Interface, quiet, timeout time.Duration) (int, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	pods := client.CoreV1().Pods(scaleNS)
+	list, err := pods.List(ctx, metav1.ListOptions{Limit: 1})
+	if err != nil {
+		return 0, err
+	}
+	w, err := watchtools.NewRetryWatcherWithContext(ctx, list.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			return pods.Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer w.Stop()
+	changes := 0
+	timer := time.NewTimer(quiet)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return changes, fmt.Errorf("pods still changing after %s (%d changes): %w", timeout, changes, ctx.Err())
+		case <-timer.C:
+			return changes, nil
+		case ev, ok := <-w.ResultChan():
+			if !ok {
+				return changes, fmt.Errorf("pod watch ended after %d changes", changes)
+			}
+			if ev.Type == watch.Error {
+				return changes, fmt.Errorf("pod watch: %v", ev.Object)
+			}
+			changes++
+			timer.Reset(quiet)
+		}
+	}
+}
+
 func printScale(out io.Writer, r *scaleResult) {
 	fmt.Fprintf(out, "\n%d kwok nodes / %d running pods on the real local API server, node status every %.0f s\n", r.Nodes, r.Pods, r.HeartbeatSeconds)
-	fmt.Fprintf(out, "%-10s %8s %15s %16s %15s %16s\n", "process", "ready s", "start RSS MiB", "start peak MiB", "end RSS MiB", "end peak MiB")
+	mid := fmt.Sprintf("RSS MiB at %.0f s", r.MidSeconds)
+	fmt.Fprintf(out, "%-10s %8s %15s %16s %18s %15s %16s\n", "process", "ready s", "start RSS MiB", "start peak MiB", mid, "end RSS MiB", "end peak MiB")
 	for _, p := range r.Processes {
-		fmt.Fprintf(out, "%-10s %8.1f %15.0f %16.0f %15.0f %16.0f\n", p.Role, p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB, p.EndRSSMiB, p.EndPeakMiB)
+		fmt.Fprintf(out, "%-10s %8.1f %15.0f %16.0f %18.0f %15.0f %16.0f\n", p.Role, p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB, p.MidRSSMiB, p.EndRSSMiB, p.EndPeakMiB)
 	}
 	fmt.Fprintf(out, "publisher: %d cycles in %.0f s observed, %.3f s CPU per cycle, %d writes; %.1f s CPU until ready\n",
 		r.PublisherCycles, r.ObserveSeconds, r.PublisherCPU, r.PublisherWrites, r.PublisherStartup)
