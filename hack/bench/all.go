@@ -323,7 +323,11 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 		for _, p := range scale.Processes {
 			r := row{ID: "P4", What: fmt.Sprintf("%s peak RSS (start-up included), real API server, %d kwok nodes / %d pods", p.Role, scale.Nodes, scale.Pods),
 				Measured: p.EndPeakMiB, Unit: "MiB",
-				Note: fmt.Sprintf("after start-up (ready in %.0f s): RSS %.0f MiB, peak %.0f MiB; %.0f s later: RSS %.0f MiB; %.0f s later: RSS %.0f MiB", p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB, scale.MidSeconds, p.MidRSSMiB, scale.ObserveSeconds, p.EndRSSMiB)}
+				Note: fmt.Sprintf("after start-up (ready in %.0f s): RSS %.0f MiB, peak %.0f MiB; ", p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB)}
+			if scale.MidSeconds > 0 {
+				r.Note += fmt.Sprintf("%.0f s later: RSS %.0f MiB; ", scale.MidSeconds, p.MidRSSMiB)
+			}
+			r.Note += fmt.Sprintf("%.0f s later: RSS %.0f MiB", scale.ObserveSeconds, p.EndRSSMiB)
 			if g, ok := peakGoal[p.Role]; ok {
 				r.GoalOp, r.Goal = below, g
 			}
@@ -352,7 +356,7 @@ func stepsOf(r *webhookResult, target float64) (w, b *loadStep) {
 // written by the next cycle or the one after).
 func refreshIn(observeSeconds float64) string {
 	if observeSeconds >= (reclaimable.DefaultRefreshInterval + 30*time.Second).Seconds() {
-		return "every node's refresh included"
+		return "long enough for every node's refresh"
 	}
-	return "too short for the refresh of every node: steady-state writes left out"
+	return "too short for every node's refresh: steady-state writes left out"
 }

@@ -79,17 +79,6 @@ const scaleNS = "scale"
 // rssAt is when into the observation both roles' RSS is read besides its end.
 const rssAt = 3 * time.Minute
 
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
-
 // runScale is `bench scale`: the publisher and the extender as real
 // processes with deploy/default's arguments against the real local control
 // plane (etcd, kube-apiserver, metrics-server scraping kwok's nodes), holding
@@ -188,8 +177,10 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 	}
 	observed := time.Now()
 	if cfg.observe > rssAt {
-		if err := sleepCtx(ctx, rssAt); err != nil {
-			return nil, err
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(rssAt):
 		}
 		for i, r := range roles {
 			s, err := readProcStats(c.Process(r.role).PID())
@@ -200,8 +191,10 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 		}
 		res.MidSeconds = time.Since(observed).Seconds()
 	}
-	if err := sleepCtx(ctx, cfg.observe-time.Since(observed)); err != nil {
-		return nil, err
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(cfg.observe - time.Since(observed)):
 	}
 	res.ObserveSeconds = time.Since(observed).Seconds()
 	cycles1, writes1, err := publisherCounters(ctx, pubMetrics)
