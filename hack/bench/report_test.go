@@ -230,3 +230,28 @@ func TestScaleNotesSayWhatTheWindowHeld(t *testing.T) {
 		})
 	}
 }
+
+func TestPrintScaleShowsAnUnreadMidWindowRSSAsADash(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mid  float64
+		want string
+	}{
+		{name: "read", mid: 180, want: "60"},
+		{name: "window too short", mid: 0, want: "-"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out strings.Builder
+			printScale(&out, &scaleResult{MidSeconds: tc.mid, Processes: []scaleProcess{{Role: "publisher", MidRSSMiB: 60, EndRSSMiB: 70}}})
+			for _, line := range strings.Split(out.String(), "\n") {
+				if f := strings.Fields(line); len(f) == 7 && f[0] == "publisher" {
+					if f[4] != tc.want {
+						t.Errorf("RSS at 3 minutes printed %q, want %q:\n%s", f[4], tc.want, out.String())
+					}
+					return
+				}
+			}
+			t.Fatalf("no publisher row:\n%s", out.String())
+		})
+	}
+}

@@ -322,10 +322,17 @@ func waitPodsSettled(ctx context.Context, client kubernetes.Interface, quiet, ti
 
 func printScale(out io.Writer, r *scaleResult) {
 	fmt.Fprintf(out, "\n%d kwok nodes / %d running pods on the real local API server, node status every %.0f s\n", r.Nodes, r.Pods, r.HeartbeatSeconds)
-	mid := fmt.Sprintf("RSS MiB at %.0f s", r.MidSeconds)
-	fmt.Fprintf(out, "%-10s %8s %15s %16s %18s %15s %16s\n", "process", "ready s", "start RSS MiB", "start peak MiB", mid, "end RSS MiB", "end peak MiB")
+	// The RSS read rssAt into the window, or "-" when the window was shorter.
+	mid := func(p scaleProcess) string {
+		if r.MidSeconds == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.0f", p.MidRSSMiB)
+	}
+	fmt.Fprintf(out, "%-10s %8s %15s %16s %18s %15s %16s\n", "process", "ready s", "start RSS MiB", "start peak MiB",
+		fmt.Sprintf("RSS MiB at %.0f s", rssAt.Seconds()), "end RSS MiB", "end peak MiB")
 	for _, p := range r.Processes {
-		fmt.Fprintf(out, "%-10s %8.1f %15.0f %16.0f %18.0f %15.0f %16.0f\n", p.Role, p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB, p.MidRSSMiB, p.EndRSSMiB, p.EndPeakMiB)
+		fmt.Fprintf(out, "%-10s %8.1f %15.0f %16.0f %18s %15.0f %16.0f\n", p.Role, p.ReadySeconds, p.StartRSSMiB, p.StartPeakMiB, mid(p), p.EndRSSMiB, p.EndPeakMiB)
 	}
 	fmt.Fprintf(out, "publisher: %d cycles in %.0f s observed, %.3f s CPU per cycle, %d writes; %.1f s CPU until ready\n",
 		r.PublisherCycles, r.ObserveSeconds, r.PublisherCPU, r.PublisherWrites, r.PublisherStartup)
