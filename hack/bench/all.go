@@ -306,8 +306,8 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 		peakGoal := map[string]float64{"publisher": 200, "extender": 150}
 		for _, p := range rss.Processes {
 			r := row{ID: "P4", What: fmt.Sprintf("%s peak RSS (start-up included), %d nodes / %d pods", p.Role, rss.Nodes, rss.Pods), Measured: p.PeakMB, Unit: "MB",
-				Note: fmt.Sprintf("real process, deploy/default arguments, against an in-process fake API server; at the end of the observation RSS %.0f MB (anonymous %.0f, live heap %s), highest sampled once ready %.0f",
-					p.RSSMB, p.AnonMB, liveHeap(p.LiveHeapMB), p.MaxRSSMB)}
+				Note: fmt.Sprintf("real process, deploy/default arguments, against an in-process fake API server; watched %.0f s once ready (%s); at the end RSS %.0f MB (anonymous %.0f, live heap %s), highest sampled once ready %.0f",
+					rss.ObserveSeconds, historyIn(rss.ObserveSeconds), p.RSSMB, p.AnonMB, liveHeap(p.LiveHeapMB), p.MaxRSSMB)}
 			if g, ok := peakGoal[p.Role]; ok {
 				r.GoalOp, r.Goal = below, g
 			}
@@ -359,4 +359,13 @@ func refreshIn(observeSeconds float64) string {
 		return "long enough for every node's refresh"
 	}
 	return "too short for every node's refresh: steady-state writes left out"
+}
+
+// historyIn says whether `bench rss` watched long enough for the publisher's
+// usage history to fill, which its steady-state memory includes.
+func historyIn(observeSeconds float64) string {
+	if observeSeconds >= fullHistory().Seconds() {
+		return "long enough for the publisher's usage history to fill"
+	}
+	return fmt.Sprintf("shorter than the publisher's %s of usage history: below its steady state", fullHistory())
 }

@@ -251,3 +251,24 @@ func TestPrintScaleShowsAnUnreadMidWindowRSSAsADash(t *testing.T) {
 		})
 	}
 }
+
+func TestRSSNoteSaysWhetherTheHistoryFilled(t *testing.T) {
+	for _, tc := range []struct {
+		observe float64
+		want    string
+	}{
+		{observe: 150, want: "below its steady state"},
+		{observe: fullHistory().Seconds() + 60, want: "long enough for the publisher's usage history to fill"},
+	} {
+		rss := &rssResult{Nodes: 5000, Pods: 150000, ObserveSeconds: tc.observe, Processes: []processResult{{Role: "publisher", PeakMB: 250}}}
+		var notes string
+		for _, r := range buildRows(nil, nil, nil, rss, nil, nil) {
+			if strings.Contains(r.What, "peak RSS") {
+				notes += r.Note
+			}
+		}
+		if !strings.Contains(notes, tc.want) {
+			t.Errorf("watched %.0f s: note %q lacks %q", tc.observe, notes, tc.want)
+		}
+	}
+}

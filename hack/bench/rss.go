@@ -21,6 +21,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
+	"github.com/kube-reclaim/kube-reclaim/policy"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
@@ -33,7 +36,15 @@ type rssConfig struct {
 func (c *rssConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.nodes, "rss-nodes", 5000, "nodes served by the fake API")
 	fs.IntVar(&c.podsPerNode, "rss-pods-per-node", 30, "pods per node (5 of them reclaimed)")
-	fs.DurationVar(&c.observe, "rss-observe", 150*time.Second, "how long both processes are watched once ready (the publisher's period is 15 s; the Go runtime collects garbage at least every 2 minutes)")
+	// Long enough for the publisher's usage history to fill: watched for
+	// less, its RSS is below what it holds in steady state.
+	fs.DurationVar(&c.observe, "rss-observe", fullHistory()+time.Minute, "how long both processes are watched once ready (the publisher's usage history fills in "+fullHistory().String()+" at the defaults)")
+}
+
+// fullHistory is how long the publisher keeps usage samples at the defaults:
+// the longest window plus the stale bound.
+func fullHistory() time.Duration {
+	return policyinput.HistoryAge(policy.Default(), reclaimable.DefaultMetricsStaleAfter)
 }
 
 // benchRole is a kube-reclaim role to start, with the port of its health
@@ -109,6 +120,8 @@ type rssResult struct {
 	PublisherCPUPerCycle float64        `json:"publisherCpuSecondsPerCycle"`
 	PublisherWrites      int            `json:"publisherWritesDuringObservation"`
 	Requests             map[string]int `json:"requests"`
+	// ObserveSeconds is how long both processes were watched once ready.
+	ObserveSeconds float64 `json:"observeSeconds"`
 }
 
 // runRSS is `bench rss`: the publisher and the extender as real processes,
@@ -208,7 +221,8 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 			cpu0[i] = s.CPU
 		}
 	}
-	deadline := time.Now().Add(cfg.observe)
+	observed := time.Now()
+	deadline := observed.Add(cfg.observe)
 	for time.Now().Before(deadline) {
 		for i, p := range procs {
 			s, err := readProcStats(p.Process.Pid)
@@ -225,6 +239,7 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 		case <-time.After(time.Second):
 		}
 	}
+	res.ObserveSeconds = time.Since(observed).Seconds()
 	cycles1, writes1, err := publisherCounters(ctx, pubMetrics)
 	if err == nil {
 		res.PublisherCycles, res.PublisherWrites = int(cycles1-cycles0), int(writes1-writes0)
