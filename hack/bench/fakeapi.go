@@ -17,9 +17,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	kjson "k8s.io/apimachinery/pkg/runtime/serializer/json"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/apimachinery/pkg/runtime/serializer/streaming"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/scheme"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsscheme "k8s.io/metrics/pkg/client/clientset/versioned/scheme"
@@ -40,11 +43,12 @@ type fakeAPI struct {
 	srv *http.Server
 	url string
 
-	mu       sync.Mutex
-	rv       int64
-	nodes    map[string]*corev1.Node
-	order    []string
-	watchers map[chan []byte]struct{}
+	mu    sync.Mutex
+	rv    int64
+	nodes map[string]*corev1.Node
+	order []string
+	// watchers get every patched node; each encodes it as it asked.
+	watchers map[chan *corev1.Node]struct{}
 
 	pods              *corev1.PodList
 	podJSON, podProto []byte
@@ -60,12 +64,18 @@ type fakeAPI struct {
 	requests map[string]int
 }
 
-var protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+var (
+	protoSerializer = protobuf.NewSerializer(scheme.Scheme, scheme.Scheme)
+	// rawProtoSerializer encodes the envelope of a protobuf watch stream, as
+	// kube-apiserver's stream serializer does: without the magic prefix.
+	rawProtoSerializer = protobuf.NewRawSerializer(scheme.Scheme, scheme.Scheme)
+	jsonSerializer     = kjson.NewSerializerWithOptions(kjson.DefaultMetaFactory, scheme.Scheme, scheme.Scheme, kjson.SerializerOptions{})
+)
 
 // newFakeAPI builds nodes × podsPerNode pods (reclaimedPerNode of them
 // asking reclaimed resources) shaped like a real cluster's objects.
 func newFakeAPI(nodes, podsPerNode, reclaimedPerNode int) (*fakeAPI, error) {
-	f := &fakeAPI{rv: 1000, nodes: map[string]*corev1.Node{}, watchers: map[chan []byte]struct{}{}, requests: map[string]int{},
+	f := &fakeAPI{rv: 1000, nodes: map[string]*corev1.Node{}, watchers: map[chan *corev1.Node]struct{}{}, requests: map[string]int{},
 		nodeMetrics: &metricsv1beta1.NodeMetricsList{TypeMeta: metav1.TypeMeta{Kind: "NodeMetricsList", APIVersion: "metrics.k8s.io/v1beta1"}},
 		podMetrics:  &metricsv1beta1.PodMetricsList{TypeMeta: metav1.TypeMeta{Kind: "PodMetricsList", APIVersion: "metrics.k8s.io/v1beta1"}},
 	}
@@ -231,7 +241,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	wantProto := strings.Contains(r.Header.Get("Accept"), "protobuf")
 	switch {
 	case r.Method == http.MethodGet && (path == "/api/v1/nodes" || path == "/api/v1/pods") && watching:
-		f.watch(w, r, path == "/api/v1/nodes")
+		f.watch(w, r, path == "/api/v1/nodes", wantProto)
 	case r.Method == http.MethodGet && path == "/api/v1/nodes":
 		f.listNodes(w, r, wantProto)
 	case r.Method == http.MethodGet && path == "/api/v1/pods":
@@ -247,7 +257,7 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 			encode(w, list, wantProto)
 		}
 	case r.Method == http.MethodPatch && strings.HasPrefix(path, "/api/v1/nodes/"):
-		f.patchNode(w, r, strings.TrimPrefix(path, "/api/v1/nodes/"))
+		f.patchNode(w, r, strings.TrimPrefix(path, "/api/v1/nodes/"), wantProto)
 	case r.Method == http.MethodGet && path == "/apis/metrics.k8s.io/v1beta1/nodes":
 		n, _ := f.metrics(wantProto)
 		write(w, contentType(wantProto), n)
@@ -331,9 +341,18 @@ func encode(w http.ResponseWriter, obj runtime.Object, wantProto bool) {
 	write(w, contentType(wantProto), b)
 }
 
-// watch holds the stream open; node watchers get every patched node.
-func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, nodes bool) {
-	w.Header().Set("Content-Type", "application/json")
+// watch holds the stream open; node watchers get every patched node, as
+// kube-apiserver sends it: JSON lines, or length-delimited protobuf
+// WatchEvents each holding the node encoded as in a get.
+func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, nodes, wantProto bool) {
+	var enc streaming.Encoder
+	if wantProto {
+		w.Header().Set("Content-Type", "application/vnd.kubernetes.protobuf;stream=watch")
+		enc = streaming.NewEncoder(protobuf.LengthDelimitedFramer.NewFrameWriter(w), rawProtoSerializer)
+	} else {
+		w.Header().Set("Content-Type", "application/json")
+		enc = streaming.NewEncoder(kjson.Framer.NewFrameWriter(w), jsonSerializer)
+	}
 	w.WriteHeader(http.StatusOK)
 	fl, _ := w.(http.Flusher)
 	if fl != nil {
@@ -343,7 +362,7 @@ func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, nodes bool) {
 		<-r.Context().Done()
 		return
 	}
-	ch := make(chan []byte, 20000)
+	ch := make(chan *corev1.Node, 20000)
 	f.mu.Lock()
 	f.watchers[ch] = struct{}{}
 	f.mu.Unlock()
@@ -356,8 +375,17 @@ func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, nodes bool) {
 		select {
 		case <-r.Context().Done():
 			return
-		case ev := <-ch:
-			if _, err := w.Write(ev); err != nil {
+		case n := <-ch:
+			var obj bytes.Buffer
+			embedded := runtime.Encoder(jsonSerializer)
+			if wantProto {
+				embedded = protoSerializer
+			}
+			if err := embedded.Encode(n, &obj); err != nil {
+				return
+			}
+			ev := &metav1.WatchEvent{Type: string(watch.Modified), Object: runtime.RawExtension{Raw: obj.Bytes()}}
+			if err := enc.Encode(ev); err != nil {
 				return
 			}
 			if fl != nil {
@@ -367,7 +395,7 @@ func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, nodes bool) {
 	}
 }
 
-func (f *fakeAPI) patchNode(w http.ResponseWriter, r *http.Request, rest string) {
+func (f *fakeAPI) patchNode(w http.ResponseWriter, r *http.Request, rest string, wantProto bool) {
 	name, sub, _ := strings.Cut(rest, "/")
 	var patch struct {
 		Metadata struct {
@@ -412,22 +440,14 @@ func (f *fakeAPI) patchNode(w http.ResponseWriter, r *http.Request, rest string)
 	f.rv++
 	n.ResourceVersion = strconv.FormatInt(f.rv, 10)
 	f.nodes[name] = n
-	body, err := json.Marshal(n)
-	if err == nil {
-		ev := append(append([]byte(`{"type":"MODIFIED","object":`), body...), '}', '\n')
-		for ch := range f.watchers {
-			select {
-			case ch <- ev:
-			default: // a watcher this far behind would be dropped by a real apiserver too
-			}
+	for ch := range f.watchers {
+		select {
+		case ch <- n:
+		default: // a watcher this far behind would be dropped by a real apiserver too
 		}
 	}
 	f.mu.Unlock()
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusInternalServerError)
-		return
-	}
-	write(w, "application/json", body)
+	encode(w, n, wantProto)
 }
 
 // metrics returns the metrics lists in JSON or protobuf, timestamped now
