@@ -323,22 +323,23 @@ func contentType(proto bool) string {
 }
 
 func encode(w http.ResponseWriter, obj runtime.Object, wantProto bool) {
-	var (
-		b   []byte
-		err error
-	)
-	if wantProto {
-		var buf bytes.Buffer
-		err = protoSerializer.Encode(obj, &buf)
-		b = buf.Bytes()
-	} else {
-		b, err = json.Marshal(obj)
-	}
+	b, err := marshal(obj, wantProto)
 	if err != nil {
 		http.Error(w, err.Error(), http.StatusInternalServerError)
 		return
 	}
 	write(w, contentType(wantProto), b)
+}
+
+// marshal encodes obj as kube-apiserver answers a get: protobuf (with its
+// magic prefix) or JSON.
+func marshal(obj runtime.Object, wantProto bool) ([]byte, error) {
+	if !wantProto {
+		return json.Marshal(obj)
+	}
+	var buf bytes.Buffer
+	err := protoSerializer.Encode(obj, &buf)
+	return buf.Bytes(), err
 }
 
 // watch holds the stream open; node watchers get every patched node, as
@@ -376,15 +377,11 @@ func (f *fakeAPI) watch(w http.ResponseWriter, r *http.Request, nodes, wantProto
 		case <-r.Context().Done():
 			return
 		case n := <-ch:
-			var obj bytes.Buffer
-			embedded := runtime.Encoder(jsonSerializer)
-			if wantProto {
-				embedded = protoSerializer
-			}
-			if err := embedded.Encode(n, &obj); err != nil {
+			obj, err := marshal(n, wantProto)
+			if err != nil {
 				return
 			}
-			ev := &metav1.WatchEvent{Type: string(watch.Modified), Object: runtime.RawExtension{Raw: obj.Bytes()}}
+			ev := &metav1.WatchEvent{Type: string(watch.Modified), Object: runtime.RawExtension{Raw: obj}}
 			if err := enc.Encode(ev); err != nil {
 				return
 			}
