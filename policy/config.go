@@ -141,6 +141,21 @@ func (c *Config) MaxWindow() time.Duration {
 	return w
 }
 
+// MaxSampleAlignment returns the largest sample alignment of the default and
+// of every pool (DefaultSampleAlignment where one is not set, as Compute
+// reads it): how much older than a window's first node sample a pod sample
+// may be and still count.
+func (c *Config) MaxSampleAlignment() time.Duration {
+	a := c.Default.SampleAlignment
+	for i := range c.Pools {
+		a = max(a, c.Pools[i].Settings.SampleAlignment)
+	}
+	if a <= 0 {
+		a = DefaultSampleAlignment
+	}
+	return a
+}
+
 // FieldError is one problem in a policy file, with the path of the field.
 type FieldError struct {
 	// Path such as "pools[1].cpu.margin"; empty for the document itself.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 func TestHistory(t *testing.T) {
@@ -117,8 +118,43 @@ func TestHistory(t *testing.T) {
 		if got := h.AppendNode(nil, "neg"); got[0].CPUMilli != 0 || got[0].MemoryBytes != 0 {
 			t.Errorf("negative values stored as %v", got[0])
 		}
-		if got := h.AppendNode(nil, "big"); got[0].CPUMilli != math.MaxUint32 || got[0].MemoryBytes != math.MaxInt64 {
-			t.Errorf("large values stored as %v", got[0])
+		if got := h.AppendNode(nil, "big"); got[0].CPUMilli != cpuMax || got[0].MemoryBytes != memMax*1024 {
+			t.Errorf("large values stored as %v, want %d m / %d bytes", got[0], cpuMax, memMax*1024)
+		}
+	})
+	t.Run("a sample and a series header stay compact", func(t *testing.T) {
+		// The history is most of a publisher's heap: 150,000 pods at 5,000
+		// nodes have a header and some 29 entries each.
+		if got := unsafe.Sizeof(entry{}); got != 12 {
+			t.Errorf("entry takes %d bytes, want 12", got)
+		}
+		if got := unsafe.Sizeof(series{}); got != 32 {
+			t.Errorf("series header takes %d bytes, want 32", got)
+		}
+	})
+	t.Run("the compact sample keeps usage, never stores less", func(t *testing.T) {
+		const tib = int64(1) << 40
+		for _, tc := range []struct {
+			name             string
+			cpu, mem         int64
+			wantCPU, wantMem int64
+		}{
+			{"small values exactly", 1, 1, 1, 1},
+			{"a pod's usage exactly", 250, 3<<30 + 7, 250, 3<<30 + 7},
+			{"the largest CPU exactly", cpuMax, 0, cpuMax, 0},
+			{"memory just below 2 TiB exactly", 4000, 2*tib - 1, 4000, 2*tib - 1},
+			{"memory of 2 TiB in KiB", 0, 2 * tib, 0, 2 * tib},
+			{"memory above 2 TiB rounded up to KiB", 0, 24*tib + 1, 0, 24*tib + 1024},
+			{"CPU beyond the range is the largest", cpuMax + 1, 5, cpuMax, 5},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := NewHistory(time.Minute, 10)
+				h.AddPod([]byte("p"), smp(1, tc.cpu, tc.mem))
+				got := h.AppendPod(nil, []byte("p"))
+				if len(got) != 1 || got[0].CPUMilli != tc.wantCPU || got[0].MemoryBytes != tc.wantMem {
+					t.Errorf("stored %d m / %d bytes as %v, want %d m / %d bytes", tc.cpu, tc.mem, got, tc.wantCPU, tc.wantMem)
+				}
+			})
 		}
 	})
 	t.Run("the ring keeps order across wrap-arounds and growth", func(t *testing.T) {

@@ -16,8 +16,8 @@ import (
 func (p *Publisher) collect(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(p.opts.Period, 10*time.Second))
 	defer cancel()
-	// Keep the longest window in force plus the stale bound; a reload that
-	// changes it starts a new history.
+	// Keep what the policy in force reads; a reload that changes how far
+	// back that is starts a new history.
 	p.assembler.Resize(policyinput.HistoryAge(p.config.Load(), p.opts.MetricsStaleAfter), policyinput.MinScrapeInterval)
 	now := time.Now()
 	defer p.assembler.Prune(now)

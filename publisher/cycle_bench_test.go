@@ -275,7 +275,7 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 			tb.Fatal(err)
 		}
 	}
-	podStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{podNodeIndex: podNode})
+	podStore := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	toPod := policyinput.PodRecords(c.names)
 	for _, pod := range c.pods {
 		kept := toPod(pod)
@@ -284,7 +284,7 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 		}
 	}
 	p.nodes = corelisters.NewNodeLister(nodeStore)
-	p.podIndex = podStore
+	p.pods = podStore
 	w := &writeCounter{}
 	client.PrependReactor("patch", "nodes", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
 		pa := a.(clienttesting.PatchAction)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,8 +39,6 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-const podNodeIndex = "spec.nodeName"
-
 // Publisher is a running publisher.
 type Publisher struct {
 	opts     *Options
@@ -51,17 +50,18 @@ type Publisher struct {
 	evictor  *eviction.Controller
 
 	nodes     corelisters.NodeLister
-	podIndex  cache.Indexer
+	pods      cache.Store
 	hasSynced []cache.InformerSynced
 
 	config atomic.Pointer[policy.Config]
 
 	// Usage history and input assembly (shared with kubectl reclaim
-	// simulate); touched only by the cycle goroutine, like the pod scratch
-	// slice and the calculator.
+	// simulate); touched only by the cycle goroutine, like the calculator
+	// and the pods grouped by node.
 	assembler *policyinput.Assembler
-	podsBuf   []*policyinput.Pod
 	calc      policy.Calculator
+	// podsByNode groups the cached pods by node, once per cycle (groupPods).
+	podsByNode map[string][]*policyinput.Pod
 
 	leading        atomic.Bool
 	lost           atomic.Bool
@@ -162,7 +162,7 @@ func (o *Options) Run(ctx context.Context) error {
 // New builds a publisher without starting it.
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
-		published: map[string]bool{}, parsed: map[string]parsed{}}
+		published: map[string]bool{}, parsed: map[string]parsed{}, podsByNode: map[string][]*policyinput.Pod{}}
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
 		Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
@@ -195,21 +195,13 @@ func (p *Publisher) startInformers(ctx context.Context) {
 			return core.Nodes().Watch(ctx, o)
 		},
 	}, trimNode(p.names))
-	podInf := cache.NewSharedIndexInformerWithOptions(podLW, &policyinput.Pod{},
-		cache.SharedIndexInformerOptions{Indexers: cache.Indexers{podNodeIndex: podNode}, ObjectDescription: "pods"})
+	podInf := cache.NewSharedIndexInformerWithOptions(podLW, &policyinput.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods"})
 	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &corev1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
 	p.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
-	p.podIndex = podInf.GetIndexer()
+	p.pods = podInf.GetStore()
 	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, podInf.HasSynced}
 	go nodeInf.RunWithContext(ctx)
 	go podInf.RunWithContext(ctx)
-}
-
-func podNode(obj any) ([]string, error) {
-	if pod, ok := obj.(*policyinput.Pod); ok && pod.NodeName != "" {
-		return []string{pod.NodeName}, nil
-	}
-	return nil, nil
 }
 
 // trimNode keeps only what the publisher reads of a Node: a kubelet's Node
@@ -314,6 +306,7 @@ func (p *Publisher) Cycle(ctx context.Context) {
 		logrus.WithError(err).Error("listing nodes from cache")
 		return
 	}
+	p.groupPods()
 	writes := make([]write, 0, 16)
 	zero := map[string]int{}
 	seen := make(map[string]bool, len(nodes))
@@ -440,21 +433,36 @@ func (p *Publisher) statusValues(node *corev1.Node) *reclaimable.Resources {
 // and the sum of the reclaimed requests of its live pods (room already
 // promised to them).
 func (p *Publisher) input(node *corev1.Node) (policy.Node, reclaimable.Resources) {
-	p.podsBuf = p.appendPodsOn(p.podsBuf[:0], node.Name)
-	return p.assembler.Node(node, p.podsBuf)
+	return p.assembler.Node(node, p.podsByNode[node.Name])
 }
 
-// podsOn returns the cached pods bound to a node, for the eviction controller.
+// podsOn returns the pods bound to a node as the cycle grouped them, for the
+// eviction controller: the pods the node's room was computed from.
 func (p *Publisher) podsOn(node string) []*policyinput.Pod {
-	return p.appendPodsOn(nil, node)
+	return slices.Clone(p.podsByNode[node])
 }
 
-func (p *Publisher) appendPodsOn(pods []*policyinput.Pod, node string) []*policyinput.Pod {
-	objs, _ := p.podIndex.ByIndex(podNodeIndex, node)
-	for _, o := range objs {
-		pods = append(pods, o.(*policyinput.Pod))
+// groupPods groups the cached pods by node for this cycle. A pass over the
+// store per cycle replaces an index by node name, which client-go would keep
+// up to date on every pod event in a set of keys per node: some 9 MB at
+// 150,000 pods, for a lookup the publisher makes once per node and cycle.
+// The slices are reused from cycle to cycle, emptied first so that they
+// hold no pod the store has dropped.
+func (p *Publisher) groupPods() {
+	for node, pods := range p.podsByNode {
+		clear(pods)
+		p.podsByNode[node] = pods[:0]
 	}
-	return pods
+	for _, obj := range p.pods.List() {
+		if pod, ok := obj.(*policyinput.Pod); ok && pod.NodeName != "" {
+			p.podsByNode[pod.NodeName] = append(p.podsByNode[pod.NodeName], pod)
+		}
+	}
+	for node, pods := range p.podsByNode {
+		if len(pods) == 0 {
+			delete(p.podsByNode, node)
+		}
+	}
 }
 
 func (p *Publisher) forgetGone(seen map[string]bool) {

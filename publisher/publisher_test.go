@@ -25,6 +25,7 @@ import (
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
+	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -456,5 +457,53 @@ func TestTrimNodeKeepsWhatEvaluateReads(t *testing.T) {
 	}
 	if again := trimNode(names)(got); again != got && !equality.Semantic.DeepEqual(again, got) {
 		t.Errorf("trimming a trimmed node changed it: %+v", again)
+	}
+}
+
+func TestGroupPodsFollowsTheStoreFromCycleToCycle(t *testing.T) {
+	pod := func(name, node string) *policyinput.Pod {
+		return &policyinput.Pod{Namespace: "ns", Name: name, NodeName: node}
+	}
+	p := &Publisher{pods: cache.NewStore(cache.MetaNamespaceKeyFunc), podsByNode: map[string][]*policyinput.Pod{}}
+	names := func(node string) []string {
+		var out []string
+		for _, pod := range p.podsOn(node) {
+			out = append(out, pod.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	for _, obj := range []*policyinput.Pod{pod("a", "n1"), pod("b", "n1"), pod("c", "n2"), pod("pending", "")} {
+		if err := p.pods.Add(obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p.groupPods()
+	if got := names("n1"); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("n1 holds %v, want [a b]", got)
+	}
+	if got := names("n2"); !slices.Equal(got, []string{"c"}) {
+		t.Errorf("n2 holds %v, want [c]", got)
+	}
+	if len(p.podsByNode) != 2 {
+		t.Errorf("grouped under %d nodes, want 2 (an unbound pod belongs to none)", len(p.podsByNode))
+	}
+
+	// Next cycle: b is gone, c moved to n1 (a new pod with the same name).
+	if err := p.pods.Delete(pod("b", "n1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.pods.Update(pod("c", "n1")); err != nil {
+		t.Fatal(err)
+	}
+	p.groupPods()
+	if got := names("n1"); !slices.Equal(got, []string{"a", "c"}) {
+		t.Errorf("n1 holds %v after the change, want [a c]", got)
+	}
+	if got := names("n2"); got != nil {
+		t.Errorf("n2 holds %v after its pod left, want none", got)
+	}
+	if _, ok := p.podsByNode["n2"]; ok {
+		t.Error("a node without pods keeps its group")
 	}
 }

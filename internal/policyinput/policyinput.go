@@ -43,11 +43,17 @@ func New(names reclaimable.Names) *Assembler {
 	return &Assembler{names: names}
 }
 
-// HistoryAge is how far back usage must be kept for cfg: the longest window
-// in force plus the stale bound, so that a node whose newest sample is just
-// short of stale still has its whole window.
+// HistoryAge is how far back usage must be kept for cfg: a node's window
+// reaches back from the evaluation instant by the longest window in force,
+// or to its newest sample when that is older but not yet stale (the policy
+// then reads that sample alone), and a pod sample counts for a node sample
+// up to the sample alignment away. Nothing older is ever read, and the
+// history is most of a publisher's memory.
 func HistoryAge(cfg *policy.Config, metricsStaleAfter time.Duration) time.Duration {
-	return cfg.MaxWindow() + metricsStaleAfter
+	if metricsStaleAfter <= 0 {
+		metricsStaleAfter = reclaimable.DefaultMetricsStaleAfter
+	}
+	return max(cfg.MaxWindow(), metricsStaleAfter) + cfg.MaxSampleAlignment()
 }
 
 // Resize makes the history keep age worth of samples taken at least every

@@ -1,6 +1,9 @@
 package policyinput
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"reflect"
 	"testing"
 	"time"
 
@@ -162,4 +165,77 @@ func TestNodeWithoutHistoryHasNoSamples(t *testing.T) {
 	if len(in.Samples) != 0 || len(in.Pods) != 1 || len(in.Pods[0].Samples) != 0 {
 		t.Errorf("in = %+v", in)
 	}
+}
+
+// TestHistoryAgeKeepsEverySampleThePolicyReads computes random nodes from a
+// history that forgets nothing and from one kept for HistoryAge, pruned at
+// the evaluation instant as the publisher prunes it: the results must be the
+// same. A history one scrape shorter must change some of them, or the test
+// could not tell.
+func TestHistoryAgeKeepsEverySampleThePolicyReads(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 2026))
+	t0 := time.Unix(1_800_000_000, 0)
+	alloc := reclaimable.Resources{CPUMilli: 64_000, MemoryBytes: 256 << 30}
+	shorterDiffers := 0
+	for c := range 400 {
+		cfg := policy.Default()
+		cfg.Default.Window = time.Duration(1+rng.IntN(8)) * time.Minute
+		cfg.Default.SampleAlignment = time.Duration(1+rng.IntN(20)) * time.Second
+		if rng.IntN(2) == 0 {
+			cfg.Default.Policy = policy.PolicyMaxUsageRequest
+		}
+		if rng.IntN(2) == 0 {
+			cfg.Default.Peak = policy.Peak(95_000)
+		}
+		stale := time.Duration(30+rng.IntN(240)) * time.Second
+		step := time.Duration(10+rng.IntN(20)) * time.Second
+		age := HistoryAge(cfg, stale)
+		full, kept, shorter := policy.NewHistory(time.Hour, 1000), policy.NewHistory(age, 1000), policy.NewHistory(age-step, 1000)
+		histories := []*policy.History{full, kept, shorter}
+
+		const pods = 4
+		stops := rng.IntN(20) // the last pod's metrics stop after this many scrapes
+		var last time.Time
+		for i := 0; i < 20*60/int(step/time.Second); i++ {
+			at := t0.Add(time.Duration(i) * step)
+			last = at
+			node := policy.Sample{Time: at, CPUMilli: 20_000 + rng.Int64N(40_000), MemoryBytes: 64<<30 + rng.Int64N(128<<30)}
+			for _, h := range histories {
+				h.AddNode("n", node)
+			}
+			for p := range pods {
+				if p == pods-1 && i > stops {
+					continue
+				}
+				s := policy.Sample{Time: at.Add(time.Duration(rng.IntN(31)-15) * time.Second), CPUMilli: rng.Int64N(8_000), MemoryBytes: rng.Int64N(32 << 30)}
+				for _, h := range histories {
+					h.AddPod([]byte(fmt.Sprint(p)), s)
+				}
+			}
+		}
+		now := last.Add(time.Duration(rng.Int64N(int64(stale))))
+		results := make([]policy.Result, len(histories))
+		for i, h := range histories {
+			h.Prune(now)
+			in := policy.Node{Name: "n", Allocatable: alloc, Capacity: alloc, Samples: h.AppendNode(nil, "n")}
+			for p := range pods {
+				in.Pods = append(in.Pods, policy.Pod{Namespace: "ns", Name: fmt.Sprint(p), UID: fmt.Sprint(p),
+					Requests: reclaimable.Resources{CPUMilli: 2_000, MemoryBytes: 8 << 30}, Reclaimed: p == 0,
+					StartTime: t0.Add(-time.Hour), Samples: h.AppendPod(nil, []byte(fmt.Sprint(p)))})
+			}
+			settings, _ := cfg.For(nil)
+			results[i] = policy.Compute(&in, settings, now, stale)
+		}
+		if !reflect.DeepEqual(results[0], results[1]) {
+			t.Fatalf("case %d (window %s, alignment %s, stale %s, now %s after the last scrape): kept for %s the history gives\n%+v\nforgetting nothing\n%+v",
+				c, cfg.Default.Window, cfg.Default.SampleAlignment, stale, now.Sub(last), age, results[1], results[0])
+		}
+		if !reflect.DeepEqual(results[0], results[2]) {
+			shorterDiffers++
+		}
+	}
+	if shorterDiffers == 0 {
+		t.Error("a history one scrape shorter than HistoryAge never changed a result: the test cannot tell")
+	}
+	t.Logf("a history one scrape shorter changed %d of 400 results", shorterDiffers)
 }
