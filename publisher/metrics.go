@@ -3,16 +3,19 @@ package publisher
 import "github.com/prometheus/client_golang/prometheus"
 
 type metrics struct {
-	cycleDuration  prometheus.Histogram
-	publishedCPU   *prometheus.GaugeVec
-	publishedMem   *prometheus.GaugeVec
-	writes         *prometheus.CounterVec
-	writeErrors    *prometheus.CounterVec
-	zeroNodes      *prometheus.GaugeVec
-	metricsErrors  prometheus.Counter
-	configReloads  *prometheus.CounterVec
-	leader         prometheus.Gauge
-	nodesEvaluated prometheus.Gauge
+	cycleDuration prometheus.Histogram
+	publishedCPU  *prometheus.GaugeVec
+	publishedMem  *prometheus.GaugeVec
+	writes        *prometheus.CounterVec
+	writeErrors   *prometheus.CounterVec
+	// refreshesDeferred counts refreshes left for a later cycle
+	// (refreshBudget).
+	refreshesDeferred prometheus.Counter
+	zeroNodes         *prometheus.GaugeVec
+	metricsErrors     prometheus.Counter
+	configReloads     *prometheus.CounterVec
+	leader            prometheus.Gauge
+	nodesEvaluated    prometheus.Gauge
 	// Cluster sums of the room every node has published, kept whatever
 	// --per-node-metrics says.
 	clusterCPU    prometheus.Gauge
@@ -37,6 +40,8 @@ func newMetrics(reg prometheus.Registerer, perNode bool) *metrics {
 			[]string{"kind", "reason"}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "write_errors_total", Help: "Node writes that failed after retries, by kind."}, []string{"kind"}),
+		refreshesDeferred: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "refreshes_deferred_total", Help: "Refreshes due but left for a later cycle because more were due at once than a cycle writes (twice the steady rate); none waits more than half a refresh interval."}),
 		zeroNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "zero_nodes", Help: "Nodes published as zero on purpose in the last cycle, by reason (metrics-stale, no-samples)."}, []string{"reason"}),
 		metricsErrors: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
@@ -57,7 +62,7 @@ func newMetrics(reg prometheus.Registerer, perNode bool) *metrics {
 	if perNode {
 		reg.MustRegister(m.publishedCPU, m.publishedMem)
 	}
-	reg.MustRegister(m.cycleDuration, m.writes, m.writeErrors, m.zeroNodes,
+	reg.MustRegister(m.cycleDuration, m.writes, m.writeErrors, m.refreshesDeferred, m.zeroNodes,
 		m.metricsErrors, m.configReloads, m.leader, m.nodesEvaluated, m.clusterCPU, m.clusterMem, m.nodesWithRoom)
 	return m
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -307,23 +309,29 @@ func (p *Publisher) Cycle(ctx context.Context) {
 		return
 	}
 	p.groupPods()
-	writes := make([]write, 0, 16)
+	outcomes := make([]outcome, 0, len(nodes))
 	zero := map[string]int{}
 	seen := make(map[string]bool, len(nodes))
-	var total reclaimable.Resources
-	withRoom := 0
 	for _, node := range nodes {
 		seen[node.Name] = true
 		w, res, room := p.evaluate(node, cfg, now)
 		if res.ZeroReason != "" {
 			zero[res.ZeroReason]++
 		}
-		if w != nil {
-			writes = append(writes, *w)
+		outcomes = append(outcomes, outcome{write: w, room: room})
+	}
+	deferred := deferRefreshes(outcomes, refreshBudget(len(nodes), p.opts.Period, p.opts.RefreshInterval))
+	p.m.refreshesDeferred.Add(float64(deferred))
+	writes := make([]write, 0, 16)
+	var total reclaimable.Resources
+	withRoom := 0
+	for _, o := range outcomes {
+		if o.write != nil {
+			writes = append(writes, *o.write)
 		}
-		total.CPUMilli += room.CPUMilli
-		total.MemoryBytes += room.MemoryBytes
-		if room.CPUMilli > 0 && room.MemoryBytes > 0 {
+		total.CPUMilli += o.room.CPUMilli
+		total.MemoryBytes += o.room.MemoryBytes
+		if o.room.CPUMilli > 0 && o.room.MemoryBytes > 0 {
 			withRoom++
 		}
 	}
@@ -345,6 +353,64 @@ func (p *Publisher) Cycle(ctx context.Context) {
 		"duration": time.Since(start).Round(time.Millisecond)}).Debug("cycle done")
 }
 
+// outcome is what one cycle does for one node: the write (nil: none) and the
+// room the node carries once it is done.
+type outcome struct {
+	write *write
+	room  reclaimable.Resources
+}
+
+// minRefreshesPerCycle: up to this many refreshes due at once are all
+// written in the cycle (2 s of writes at the deployed 50 QPS).
+const minRefreshesPerCycle = 100
+
+// refreshBudget is how many refreshes one cycle writes: twice the steady
+// rate (every node once per refresh interval), at least
+// minRefreshesPerCycle. Refreshes come due together, all of them one
+// interval after the first cycle, which writes every node and stamps every
+// annotation with its own start: written in one cycle, 5,000 of them held
+// that cycle for 100 s at 50 QPS, with no usage read and no node evaluated
+// meanwhile, and the wave came back every interval. At twice the steady
+// rate a wave spreads over half an interval at most, so no annotation is
+// older than one and a half refresh intervals, and the nodes' refreshes
+// drift apart from then on.
+func refreshBudget(nodes int, period, refresh time.Duration) int {
+	if period <= 0 || refresh <= 0 {
+		return nodes
+	}
+	steady := float64(nodes) * period.Seconds() / refresh.Seconds()
+	return max(minRefreshesPerCycle, int(math.Ceil(2*steady)))
+}
+
+// deferRefreshes keeps the budget's worth of the outcomes' refreshes, the
+// oldest annotations first, and leaves the others for a later cycle: their
+// write is dropped and their room is what the node already carries. Only a
+// refresh that writes the annotation alone waits; one that must fix the
+// status too (kubelet admits against it) is written at once, as is every
+// other reason. It returns how many refreshes it deferred.
+func deferRefreshes(outcomes []outcome, budget int) int {
+	var due []int
+	for i, o := range outcomes {
+		if o.write != nil && o.write.reason == policy.PublishRefresh && !o.write.status {
+			due = append(due, i)
+		}
+	}
+	if len(due) <= budget {
+		return 0
+	}
+	slices.SortStableFunc(due, func(a, b int) int {
+		wa, wb := outcomes[a].write, outcomes[b].write
+		if c := wa.written.Compare(wb.written); c != 0 {
+			return c
+		}
+		return strings.Compare(wa.node, wb.node)
+	})
+	for _, i := range due[budget:] {
+		outcomes[i] = outcome{room: outcomes[i].write.carried}
+	}
+	return len(due) - budget
+}
+
 // write is the work for one node: the annotation (when set) and the status
 // values (when status is set), as the policy's Decision says, sent together.
 type write struct {
@@ -356,6 +422,10 @@ type write struct {
 	reason        string
 	// status: the status does not carry floor yet and must be written too.
 	status bool
+	// carried and written are the room and the write time of the
+	// annotation the node carries (zero without one).
+	carried reclaimable.Resources
+	written time.Time
 }
 
 // evaluate decides what to write for one node, if anything, and returns the
@@ -373,6 +443,9 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 		return nil, res, d.Values
 	}
 	w := &write{node: node.Name, values: d.Values, floor: d.Status, reason: d.Reason, status: d.WriteStatus}
+	if obs.Published != nil {
+		w.carried, w.written = obs.Published.Values, obs.Published.WriteTime
+	}
 	if d.WriteAnnotation {
 		expl := res.Explanation
 		held := d.Held

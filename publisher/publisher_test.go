@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -73,7 +76,11 @@ func newTestPublisherWithRegistry(t *testing.T, ctx context.Context, o *Options,
 		if !ok {
 			continue
 		}
-		n.Status = corev1.NodeStatus{Capacity: res, Allocatable: res}
+		// Native cpu and memory; extended resources the node came with stay.
+		st := corev1.NodeStatus{Capacity: res.DeepCopy(), Allocatable: res.DeepCopy()}
+		maps.Copy(st.Capacity, n.Status.Capacity)
+		maps.Copy(st.Allocatable, n.Status.Allocatable)
+		n.Status = st
 		// The fake tracker would guess the resource "nodemetricses"; the client lists "nodes".
 		if err := mc.Tracker().Create(schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "nodes"}, &metricsv1beta1.NodeMetrics{
 			ObjectMeta: metav1.ObjectMeta{Name: n.Name},
@@ -506,4 +513,126 @@ func TestGroupPodsFollowsTheStoreFromCycleToCycle(t *testing.T) {
 	if _, ok := p.podsByNode["n2"]; ok {
 		t.Error("a node without pods keeps its group")
 	}
+}
+
+func TestRefreshBudgetIsTwiceTheSteadyRate(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		nodes           int
+		period, refresh time.Duration
+		want            int
+	}{
+		{"5,000 nodes at the defaults", 5000, 15 * time.Second, 5 * time.Minute, 500},
+		{"a rounded-up share", 5001, 15 * time.Second, 5 * time.Minute, 501},
+		{"a small cluster writes at least the minimum", 1000, 15 * time.Second, 5 * time.Minute, minRefreshesPerCycle},
+		{"no refresh interval: no limit", 5000, 15 * time.Second, 0, 5000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := refreshBudget(tc.nodes, tc.period, tc.refresh); got != tc.want {
+				t.Errorf("refreshBudget(%d, %s, %s) = %d, want %d", tc.nodes, tc.period, tc.refresh, got, tc.want)
+			}
+		})
+	}
+}
+
+// Refreshes due together (after the first cycle every annotation carries
+// that cycle's time) are written the oldest first, a budget per cycle, each
+// once; any other reason to write does not wait.
+func TestRefreshesDueTogetherAreSpreadOverCyclesOldestFirst(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	o := NewOptions()
+	o.Period, o.RefreshInterval = time.Second, time.Minute // budget: minRefreshesPerCycle
+	current := reclaimable.Resources{CPUMilli: wantCPU, MemoryBytes: wantMem}
+	status := corev1.ResourceList{names.CPU: *resource.NewQuantity(wantCPU, resource.DecimalSI), names.Memory: *resource.NewQuantity(wantMem, resource.DecimalSI)}
+	const due = 2*minRefreshesPerCycle + 50
+	oldest := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
+	var objs []runtime.Object
+	for i := range due {
+		n := annotatedNode(t, fmt.Sprintf("n%03d", i), current, oldest.Add(time.Duration(i)*time.Second))
+		n.Status = corev1.NodeStatus{Capacity: status.DeepCopy(), Allocatable: status.DeepCopy()}
+		objs = append(objs, n)
+	}
+	// Due as well, and the newest, but the room of one went down (not a
+	// refresh) and the status of the other lacks the values (kubelet admits
+	// against it): neither waits.
+	objs = append(objs, annotatedNode(t, "lowered", reclaimable.Resources{CPUMilli: 2 * wantCPU, MemoryBytes: wantMem}, time.Now().Add(-2*time.Minute)),
+		annotatedNode(t, "unstatused", current, time.Now().Add(-2*time.Minute)))
+	p, client := newTestPublisherWith(t, ctx, o, objs...)
+
+	patched := map[string]int{}
+	cycle := func() []string {
+		t.Helper()
+		client.ClearActions()
+		p.Cycle(ctx)
+		var got []string
+		for _, a := range client.Actions() {
+			if pa, ok := a.(k8stesting.PatchAction); ok && pa.GetSubresource() == "status" {
+				got = append(got, pa.GetName())
+				patched[pa.GetName()]++
+			}
+		}
+		slices.Sort(got)
+		// The next cycle must see these writes, as it would 15 s later.
+		for _, name := range got {
+			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+				n, err := p.nodes.Get(name)
+				return err == nil && time.Since(annotationOf(t, n).WriteTime) < time.Minute, nil
+			}); err != nil {
+				t.Fatalf("the informer never saw the write of %s", name)
+			}
+		}
+		return got
+	}
+	nodeNames := func(from, to int) []string {
+		var out []string
+		for i := from; i < to; i++ {
+			out = append(out, fmt.Sprintf("n%03d", i))
+		}
+		return out
+	}
+
+	first := cycle()
+	if want := append(append([]string{"lowered"}, nodeNames(0, minRefreshesPerCycle)...), "unstatused"); !slices.Equal(first, want) {
+		t.Errorf("first cycle wrote %d nodes %v..., want the %d oldest, the lowered and the unstatused one", len(first), first[:min(3, len(first))], minRefreshesPerCycle)
+	}
+	if got := counterValue(t, p.m.refreshesDeferred); got != due-minRefreshesPerCycle {
+		t.Errorf("refreshes deferred after the first cycle: %v, want %d", got, due-minRefreshesPerCycle)
+	}
+	if second := cycle(); !slices.Equal(second, nodeNames(minRefreshesPerCycle, 2*minRefreshesPerCycle)) {
+		t.Errorf("second cycle wrote %d nodes, want the next %d oldest", len(second), minRefreshesPerCycle)
+	}
+	if third := cycle(); !slices.Equal(third, nodeNames(2*minRefreshesPerCycle, due)) {
+		t.Errorf("third cycle wrote %d nodes, want the last %d", len(third), due-2*minRefreshesPerCycle)
+	}
+	if fourth := cycle(); len(fourth) != 0 {
+		t.Errorf("a fourth cycle wrote %v, want nothing left", fourth)
+	}
+	for name, n := range patched {
+		if n != 1 {
+			t.Errorf("%s written %d times, want once", name, n)
+		}
+	}
+	if len(patched) != due+2 {
+		t.Errorf("%d nodes written, want %d", len(patched), due+2)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+func annotationOf(t *testing.T, n *corev1.Node) reclaimable.Annotation {
+	t.Helper()
+	a, err := reclaimable.Parse(n.Annotations[reclaimable.MustNames(reclaimable.DefaultDomain).Annotation])
+	if err != nil {
+		t.Fatalf("annotation of %s: %v", n.Name, err)
+	}
+	return a
 }

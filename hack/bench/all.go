@@ -266,7 +266,8 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 	p4CPU := "publisher process CPU per cycle, 5000 nodes / 150,000 pods, decoding included"
 	if rss != nil && rss.PublisherCycles > 0 {
 		add(row{ID: "P4", What: p4CPU, Measured: rss.PublisherCPUPerCycle, Unit: "s", GoalOp: below, Goal: 0.5,
-			Note: fmt.Sprintf("real process (bench rss), garbage collection included: %d cycles, %d writes while observed; pods, nodes and metrics in protobuf from the fake API", rss.PublisherCycles, rss.PublisherWrites)})
+			Note: fmt.Sprintf("real process (bench rss), garbage collection included: %d cycles, %d writes in %.0f s once ready (%s; a cycle lasts until its writes are done); pods, nodes and metrics in protobuf from the fake API",
+				rss.PublisherCycles, rss.PublisherWrites, rss.ObserveSeconds, publisherRate(rss.PublisherQPS))})
 	} else {
 		add(missing("P4", p4CPU, why(errs, "rss", notRun)))
 	}
@@ -306,8 +307,8 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 		peakGoal := map[string]float64{"publisher": 200, "extender": 150}
 		for _, p := range rss.Processes {
 			r := row{ID: "P4", What: fmt.Sprintf("%s peak RSS (start-up included), %d nodes / %d pods", p.Role, rss.Nodes, rss.Pods), Measured: p.PeakMB, Unit: "MB",
-				Note: fmt.Sprintf("real process, deploy/default arguments, against an in-process fake API server; watched %.0f s once ready (%s); at the end RSS %.0f MB (anonymous %.0f, live heap %s), highest sampled once ready %.0f",
-					rss.ObserveSeconds, historyIn(rss.ObserveSeconds), p.RSSMB, p.AnonMB, liveHeap(p.LiveHeapMB), p.MaxRSSMB)}
+				Note: fmt.Sprintf("real process, deploy/default arguments (%s), against an in-process fake API server; watched %.0f s once ready (%s); at the end RSS %.0f MB (anonymous %.0f, live heap %s), highest sampled once ready %.0f",
+					publisherRate(rss.PublisherQPS), rss.ObserveSeconds, historyIn(rss.ObserveSeconds), p.RSSMB, p.AnonMB, liveHeap(p.LiveHeapMB), p.MaxRSSMB)}
 			if g, ok := peakGoal[p.Role]; ok {
 				r.GoalOp, r.Goal = below, g
 			}
@@ -359,6 +360,14 @@ func refreshIn(observeSeconds float64) string {
 		return "long enough for every node's refresh"
 	}
 	return "too short for every node's refresh: steady-state writes left out"
+}
+
+// publisherRate says at which rate `bench rss` let the publisher write.
+func publisherRate(qps int) string {
+	if qps > 0 {
+		return fmt.Sprintf("publisher --kube-api-qps=%d: its writes come in bursts that the deployed rate spreads out", qps)
+	}
+	return "publisher at the deployed --kube-api-qps"
 }
 
 // historyIn says whether `bench rss` watched long enough for the publisher's

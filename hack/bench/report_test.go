@@ -252,15 +252,18 @@ func TestPrintScaleShowsAnUnreadMidWindowRSSAsADash(t *testing.T) {
 	}
 }
 
-func TestRSSNoteSaysWhetherTheHistoryFilled(t *testing.T) {
+func TestRSSNoteSaysWhetherTheHistoryFilledAndAtWhichRateThePublisherWrote(t *testing.T) {
 	for _, tc := range []struct {
 		observe float64
+		qps     int
 		want    string
 	}{
 		{observe: 150, want: "below its steady state"},
 		{observe: fullHistory().Seconds() + 60, want: "long enough for the publisher's usage history to fill"},
+		{observe: 150, want: "publisher at the deployed --kube-api-qps"},
+		{observe: 150, qps: 1000, want: "publisher --kube-api-qps=1000: its writes come in bursts"},
 	} {
-		rss := &rssResult{Nodes: 5000, Pods: 150000, ObserveSeconds: tc.observe, Processes: []processResult{{Role: "publisher", PeakMB: 250}}}
+		rss := &rssResult{Nodes: 5000, Pods: 150000, ObserveSeconds: tc.observe, PublisherQPS: tc.qps, Processes: []processResult{{Role: "publisher", PeakMB: 250}}}
 		var notes string
 		for _, r := range buildRows(nil, nil, nil, rss, nil, nil) {
 			if strings.Contains(r.What, "peak RSS") {
