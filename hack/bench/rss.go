@@ -48,8 +48,8 @@ func (c *rssConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.observe, "rss-observe", fullHistory()+time.Minute, "how long both processes are watched once ready (the publisher's usage history fills in "+fullHistory().String()+" at the defaults)")
 }
 
-// fullHistory is how long the publisher keeps usage samples at the defaults:
-// the longest window plus the stale bound.
+// fullHistory is how long the publisher keeps usage samples at the defaults
+// (policyinput.HistoryAge).
 func fullHistory() time.Duration {
 	return policyinput.HistoryAge(policy.Default(), reclaimable.DefaultMetricsStaleAfter)
 }
