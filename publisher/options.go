@@ -73,7 +73,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "How often the policy file is checked for changes.")
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap, "namespace/name of the ConfigMap holding the policy file; Events about rejected files are recorded on it.")
 	fs.DurationVar(&o.Period, "period", o.Period, "How often usage is read from metrics.k8s.io and every node is evaluated.")
-	fs.DurationVar(&o.RefreshInterval, "refresh-interval", o.RefreshInterval, "Rewrite a node's annotation at least this often even when nothing changed, so readers can tell a live publisher from a dead one. Must be well below the readers' --stale-after.")
+	fs.DurationVar(&o.RefreshInterval, "refresh-interval", o.RefreshInterval, "Rewrite a node's annotation at least this often even when nothing changed, so readers can tell a live publisher from a dead one. When more refreshes come due at once than a cycle writes (twice the steady rate), some wait, up to half an interval: keep one and a half times this below the readers' --stale-after.")
 	fs.DurationVar(&o.MetricsStaleAfter, "metrics-stale-after", o.MetricsStaleAfter, "Publish zero for a node whose newest usage sample is older than this.")
 	fs.Float64Var(&o.DecreaseThreshold, "decrease-threshold", o.DecreaseThreshold, "A decrease smaller than this fraction of the published value is measurement noise and waits for the next refresh, unless the new value is below what reclaimed pods on the node already hold. Increases are gated by the policy file's changeThreshold.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes written in parallel.")

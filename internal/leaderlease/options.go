@@ -39,7 +39,7 @@ func DefaultStaleness() Staleness {
 // AddFlags registers --stale-after and the publisher lease flags; zero says
 // what happens to a node judged stale in this role.
 func (s *Staleness) AddFlags(fs *pflag.FlagSet, zero string) {
-	fs.DurationVar(&s.StaleAfter, "stale-after", s.StaleAfter, "A reclaimable annotation written longer ago than this counts as zero: "+zero+". Use the same value in the webhook and the extender, above the publisher's --refresh-interval.")
+	fs.DurationVar(&s.StaleAfter, "stale-after", s.StaleAfter, "A reclaimable annotation written longer ago than this counts as zero: "+zero+". Use the same value in the webhook and the extender, above one and a half times the publisher's --refresh-interval (a refresh may wait up to half an interval when many come due at once).")
 	fs.StringVar(&s.PublisherLeaseNamespace, "publisher-lease-namespace", s.PublisherLeaseNamespace, "Namespace of the publisher's leader-election Lease.")
 	fs.StringVar(&s.PublisherLeaseName, "publisher-lease-name", s.PublisherLeaseName, "Name of the publisher's leader-election Lease; while it is not renewed for two lease durations every node counts as zero. Empty: not tracked (only the annotation's write time counts).")
 }
