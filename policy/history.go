@@ -68,6 +68,23 @@ func NewHistory(maxAge time.Duration, maxCount int) *History {
 	}
 }
 
+// Resize changes the limits of NewHistory and keeps the samples within them:
+// each series keeps its newest maxCount samples no older than maxAge before
+// its newest one. A policy reload that changes how far back the policy reads
+// then keeps the usage it has, where a new history would make every peak
+// look at a few samples, and publish more, for a window.
+func (h *History) Resize(maxAge time.Duration, maxCount int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.maxAge = max(int64(maxAge/time.Second), 1)
+	h.maxCount = min(max(maxCount, 1), math.MaxInt32)
+	for _, m := range []map[string]*series{h.nodes, h.pods} {
+		for _, s := range m {
+			s.limit(h.maxAge, h.maxCount)
+		}
+	}
+}
+
 // AddNode records a usage sample of the named node and reports whether it was
 // new.
 func (h *History) AddNode(name string, s Sample) bool {
@@ -212,6 +229,27 @@ func (s *series) push(e entry, maxAge int64, maxCount int) bool {
 	s.buf[(s.head+s.n)%size] = e
 	s.n++
 	return true
+}
+
+// limit drops the oldest samples until at most maxCount are left, none older
+// than maxAge before the newest, and shrinks a ring larger than maxCount.
+func (s *series) limit(maxAge int64, maxCount int) {
+	if s.n == 0 {
+		return
+	}
+	size := int32(len(s.buf))
+	s.dropBefore(int64(s.buf[(s.head+s.n-1)%size].sec) - maxAge)
+	for int(s.n) > maxCount {
+		s.head = (s.head + 1) % size
+		s.n--
+	}
+	if len(s.buf) > maxCount {
+		nb := make([]entry, maxCount)
+		for i := int32(0); i < s.n; i++ {
+			nb[i] = s.buf[(s.head+i)%size]
+		}
+		s.buf, s.head = nb, 0
+	}
 }
 
 func (s *series) dropBefore(cutoff int64) {

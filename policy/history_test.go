@@ -157,6 +157,33 @@ func TestHistory(t *testing.T) {
 			})
 		}
 	})
+	t.Run("resize keeps the newest samples within the new limits", func(t *testing.T) {
+		h := NewHistory(time.Hour, 20)
+		for i := 1; i <= 20; i++ {
+			h.AddPod([]byte("p"), smp(100-i, int64(i), 0))
+		}
+		h.Resize(time.Hour, 5)
+		got := h.AppendPod(nil, []byte("p"))
+		if len(got) != 5 || got[0].CPUMilli != 16 || got[4].CPUMilli != 20 {
+			t.Fatalf("after shrinking to 5 samples: %v, want the 5 newest", got)
+		}
+		// The ring still works at its new size, and grows again.
+		h.AddPod([]byte("p"), smp(79, 21, 0))
+		if got := h.AppendPod(nil, []byte("p")); len(got) != 5 || got[0].CPUMilli != 17 || got[4].CPUMilli != 21 {
+			t.Fatalf("a sample after the shrink: %v, want 17..21", got)
+		}
+		h.Resize(time.Hour, 8)
+		for i := 22; i <= 25; i++ {
+			h.AddPod([]byte("p"), smp(100-i, int64(i), 0))
+		}
+		if got := h.AppendPod(nil, []byte("p")); len(got) != 8 || got[0].CPUMilli != 18 || got[7].CPUMilli != 25 {
+			t.Fatalf("after growing to 8 samples: %v, want 18..25", got)
+		}
+		h.Resize(2*time.Second, 8)
+		if got := h.AppendPod(nil, []byte("p")); len(got) != 3 || got[0].CPUMilli != 23 {
+			t.Fatalf("after shrinking the age to 2 s: %v, want 23..25", got)
+		}
+	})
 	t.Run("the ring keeps order across wrap-arounds and growth", func(t *testing.T) {
 		h := NewHistory(time.Hour, 7)
 		var want []Sample

@@ -58,14 +58,18 @@ func HistoryAge(cfg *policy.Config, metricsStaleAfter time.Duration) time.Durati
 
 // Resize makes the history keep age worth of samples taken at least every
 // interval (MinScrapeInterval for metrics-server; shorter only for synthetic
-// metrics). A different age starts a new, empty history: callers add samples
-// every period, so nothing goes stale, the peak just looks at less for a
-// while. The same age keeps the history as it is.
+// metrics). A different age keeps the samples within it (policy.History's
+// Resize): a policy reload that changes a window or an alignment does not
+// start the peaks over.
 func (a *Assembler) Resize(age, interval time.Duration) {
-	if a.hist != nil && age == a.histAge {
-		return
+	count := int(age/max(interval, time.Second)) + 2
+	switch {
+	case a.hist == nil:
+		a.hist = policy.NewHistory(age, count)
+	case age != a.histAge:
+		a.hist.Resize(age, count)
 	}
-	a.hist, a.histAge = policy.NewHistory(age, int(age/max(interval, time.Second))+2), age
+	a.histAge = age
 }
 
 // History is the usage history (nil before the first Resize).

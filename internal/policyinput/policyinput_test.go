@@ -144,18 +144,32 @@ func TestNodeSeriesSurviveTheNextNodeInTheScratchBuffer(t *testing.T) {
 	}
 }
 
-func TestResizeKeepsTheHistoryUnlessTheAgeChanges(t *testing.T) {
+func TestResizeKeepsTheSamplesWithinTheNewAge(t *testing.T) {
 	a := New(names(t))
 	t0 := time.Unix(1_700_000_000, 0)
 	a.Resize(time.Hour, MinScrapeInterval)
-	a.AddNodeMetrics([]metricsv1beta1.NodeMetrics{nodeMetrics("a", t0, "1", "1Gi")})
+	for i := range 30 {
+		a.AddNodeMetrics([]metricsv1beta1.NodeMetrics{nodeMetrics("a", t0.Add(time.Duration(i)*time.Minute), "1", "1Gi")})
+	}
+	times := func() []time.Duration {
+		var out []time.Duration
+		for _, s := range a.History().AppendNode(nil, "a") {
+			out = append(out, s.Time.Sub(t0))
+		}
+		return out
+	}
 	a.Resize(time.Hour, MinScrapeInterval)
-	if n, _ := a.History().Len(); n != 1 {
-		t.Errorf("same age: %d node series, want the history kept", n)
+	if got := len(times()); got != 30 {
+		t.Errorf("same age: %d samples, want all 30 kept", got)
+	}
+	a.Resize(10*time.Minute, MinScrapeInterval)
+	if got := times(); len(got) != 11 || got[0] != 19*time.Minute || got[10] != 29*time.Minute {
+		t.Errorf("shorter age: samples at %v, want the 11 from 19m to 29m", got)
 	}
 	a.Resize(2*time.Hour, MinScrapeInterval)
-	if n, _ := a.History().Len(); n != 0 {
-		t.Errorf("new age: %d node series, want a fresh history", n)
+	a.AddNodeMetrics([]metricsv1beta1.NodeMetrics{nodeMetrics("a", t0.Add(30*time.Minute), "1", "1Gi")})
+	if got := times(); len(got) != 12 || got[0] != 19*time.Minute || got[11] != 30*time.Minute {
+		t.Errorf("longer age again: samples at %v, want the 11 kept and the new one", got)
 	}
 }
 
