@@ -217,8 +217,8 @@ func (s *series) push(e entry, maxAge int64, maxCount int) bool {
 	if s.n == size {
 		// Grow by a quarter, to what the allocation's size class holds, up
 		// to maxCount, oldest first. maxCount is sized for the shortest
-		// scrape interval; doubling would leave a quarter of a full ring
-		// empty at the usual 15 s.
+		// scrape interval; doubling took a ring to 32 for the 21 samples it
+		// holds at the defaults and the usual 15 s.
 		nb := slices.Grow([]entry(nil), min(len(s.buf)+max(len(s.buf)/4, 4), maxCount))
 		nb = nb[:min(cap(nb), maxCount)]
 		for i := int32(0); i < s.n; i++ {
