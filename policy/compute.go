@@ -155,10 +155,7 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 	c.nodeT = nodeT
 	startN, newestN := start.UnixNano(), newest.UnixNano()
 
-	tol := int64(s.SampleAlignment)
-	if tol <= 0 {
-		tol = int64(DefaultSampleAlignment)
-	}
+	tol := int64(s.alignment())
 	mur := r.Policy == PolicyMaxUsageRequest
 	var unmeasured reclaimable.Resources
 	nUnmeasured := 0

@@ -146,14 +146,20 @@ func (c *Config) MaxWindow() time.Duration {
 // reads it): how much older than a window's first node sample a pod sample
 // may be and still count.
 func (c *Config) MaxSampleAlignment() time.Duration {
-	a := c.Default.SampleAlignment
+	a := c.Default.alignment()
 	for i := range c.Pools {
-		a = max(a, c.Pools[i].Settings.SampleAlignment)
-	}
-	if a <= 0 {
-		a = DefaultSampleAlignment
+		a = max(a, c.Pools[i].Settings.alignment())
 	}
 	return a
+}
+
+// alignment is the sample alignment Compute uses: DefaultSampleAlignment
+// when none is set.
+func (s Settings) alignment() time.Duration {
+	if s.SampleAlignment <= 0 {
+		return DefaultSampleAlignment
+	}
+	return s.SampleAlignment
 }
 
 // FieldError is one problem in a policy file, with the path of the field.
