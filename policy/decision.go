@@ -114,15 +114,15 @@ func (d Decision) Writes() bool { return d.WriteAnnotation || d.WriteStatus }
 //
 // The annotation is rewritten, with the reason in this order of precedence:
 //   - initial: there is no previous annotation;
-//   - decreased: a resource went down. Outside a refresh, a decrease
-//     strictly below the decrease threshold that stays at or above what
-//     reclaimed pods hold is noise: the previous value is kept for that
-//     resource (and it is not a reason to write);
+//   - decreased: a resource went down by at least the decrease threshold, or
+//     below what reclaimed pods hold. A smaller decrease is noise: outside a
+//     refresh the previous value is kept for that resource, and it is never
+//     a reason to write (a refresh that carries one is a refresh);
 //   - changed: a resource went up by strictly more than the change
 //     threshold, or up from zero;
 //   - refresh: the previous write is older than the refresh interval, or
 //     more than that in the future. A refresh publishes the computed values,
-//     so nothing held back outlives it;
+//     noise included, so nothing held back outlives it;
 //   - held-changed: the room stays (as published) but what reclaimed pods
 //     hold is not what the annotation says, so the floor readers apply
 //     would be wrong.
@@ -140,13 +140,17 @@ func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate)
 	refreshDue := age > g.Refresh || age < -g.Refresh
 
 	next, heldBack := computed, false
-	if !refreshDue {
-		next.CPUMilli, heldBack = keepNoise(old.CPUMilli, computed.CPUMilli, obs.Held.CPUMilli, g.DecreaseThreshold, heldBack)
-		next.MemoryBytes, heldBack = keepNoise(old.MemoryBytes, computed.MemoryBytes, obs.Held.MemoryBytes, g.DecreaseThreshold, heldBack)
+	next.CPUMilli, heldBack = keepNoise(old.CPUMilli, computed.CPUMilli, obs.Held.CPUMilli, g.DecreaseThreshold, heldBack)
+	next.MemoryBytes, heldBack = keepNoise(old.MemoryBytes, computed.MemoryBytes, obs.Held.MemoryBytes, g.DecreaseThreshold, heldBack)
+	// Labelled by what made the write necessary: writes_total counting every
+	// refresh that carries a wobble as a decrease would hide why nodes are written.
+	decreased := next.CPUMilli < old.CPUMilli || next.MemoryBytes < old.MemoryBytes
+	if refreshDue {
+		next = computed
 	}
 	d := Decision{WriteAnnotation: true, Values: next}
 	switch {
-	case next.CPUMilli < old.CPUMilli || next.MemoryBytes < old.MemoryBytes:
+	case decreased:
 		d.Reason = PublishDecreased
 	case increasedBeyond(old.CPUMilli, next.CPUMilli, g.ChangeThreshold) || increasedBeyond(old.MemoryBytes, next.MemoryBytes, g.ChangeThreshold):
 		d.Reason = PublishChanged

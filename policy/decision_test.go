@@ -129,12 +129,14 @@ func TestDecide(t *testing.T) {
 			on(0, 0, time.Hour), vals(0, 0), gate, annotationOnly(PublishRefresh, vals(0, 0))},
 		{"a refresh publishes a small increase at its true value",
 			on(1000, 2000, time.Hour), vals(1050, 2000), gate, annotationAndStatus(PublishRefresh, vals(1050, 2000))},
-		{"a refresh publishes a noisy decrease at its true value",
-			on(10000, 1000, time.Hour), vals(9950, 995), gate, annotationAndStatus(PublishDecreased, vals(9950, 995))},
+		{"a refresh publishes a noisy decrease at its true value, as a refresh",
+			on(10000, 1000, time.Hour), vals(9950, 995), gate, annotationAndStatus(PublishRefresh, vals(9950, 995))},
+		{"a refresh that carries a decrease beyond the threshold is a decrease",
+			on(10000, 1000, time.Hour), vals(9950, 980), gate, annotationAndStatus(PublishDecreased, vals(9950, 980))},
 		{"a write slightly in the future is not refreshed",
 			on(1000, 2000, -time.Minute), vals(1000, 2000), gate, nothing(HoldUnchanged, vals(1000, 2000))},
 		{"a write far in the future is refreshed with the true value",
-			on(10000, 1000, -refresh-time.Second), vals(9950, 1000), gate, annotationAndStatus(PublishDecreased, vals(9950, 1000))},
+			on(10000, 1000, -refresh-time.Second), vals(9950, 1000), gate, annotationAndStatus(PublishRefresh, vals(9950, 1000))},
 
 		// The floor: two numbers per node.
 		{"stale metrics with held pods drop the room to zero but keep the status at what is held",

@@ -294,8 +294,15 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 		}
 		ann, _ := bench("/publisher", name, "with-annotation/node/interval")
 		st, _ := bench("/publisher", name, "with-status/node/interval")
+		n, _ := bench("/publisher", name, "writes")
+		nodes, _ := bench("/publisher", name, "nodes")
+		intervals, _ := bench("/publisher", name, "intervals")
+		if nodes > 0 && intervals > 0 {
+			// The printed figure has 4 digits; one write too many in 2,000 is not 1.000.
+			v = n / (nodes * intervals)
+		}
 		add(row{ID: "P4", What: what, Measured: v, GoalOp: atMost, Goal: 1,
-			Note: fmt.Sprintf("one patch of nodes/status per publish: %.2f carried the annotation, %.2f status values; steady state simulated 15x faster on 1000 nodes, every sample within ±%s%% of a constant usage", ann, st, noise)})
+			Note: fmt.Sprintf("%.0f writes of %.0f nodes in %.0f refresh intervals (refreshes alone: %.0f), one patch of nodes/status per publish: %.2f carried the annotation, %.2f status values; steady state simulated 15x faster, every sample within ±%s%% of a constant usage", n, nodes, intervals, nodes*intervals, ann, st, noise)})
 	}
 	p4RSS := "publisher and extender peak RSS at 5000 nodes / 150,000 pods"
 	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=memory", "heap-MB"); ok {

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 
 	"github.com/kube-reclaim/kube-reclaim/policy"
+	"github.com/kube-reclaim/kube-reclaim/publisher"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
@@ -32,16 +33,17 @@ const (
 	// shorter deadlines lose the lease on a busy 2-core machine.
 	leaseDuration = 15 * time.Second
 	retryPeriod   = 2 * time.Second
-	// decreaseThreshold is the publisher's --decrease-threshold default: a
-	// decrease smaller than this fraction of the published value is treated as
-	// measurement noise.
-	decreaseThreshold = 0.01
 	// window replaces the deployed policy's 5m window, so that room freed by
 	// falling usage comes back within the suite's time.
 	window = "1m"
 
 	appsNS = "apps"
 )
+
+// decreaseThreshold is the publisher's --decrease-threshold default, which
+// the suite runs with: a decrease smaller than this fraction of the
+// published value is treated as measurement noise.
+var decreaseThreshold = publisher.NewOptions().DecreaseThreshold
 
 // Every node runs one regular service pod (2 cores / 4 GiB requested) whose
 // usage the tests set; this is its usage between tests.
