@@ -122,17 +122,45 @@ func (h *History) AppendPod(dst []Sample, key []byte) []Sample {
 	return h.pods[string(key)].appendTo(dst)
 }
 
+// PodSeries is a pod's series, looked up once (FindPod) and then read without
+// a lookup (AppendPodSeries): at 150,000 pods the two lookups a period of
+// AddPod and AppendPod were a seventh of the publisher's CPU, mostly cache
+// misses in the table. The zero value is no series. Once the history forgets
+// the pod (Prune, DeletePod) the handle reads nothing and says so: a pod that
+// reports again has a new series.
+type PodSeries struct{ s *series }
+
+// FindPod returns the series of the pod with the given key (as for AddPod),
+// or the zero PodSeries when it has none yet.
+func (h *History) FindPod(key []byte) PodSeries {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return PodSeries{h.pods[string(key)]}
+}
+
+// AppendPodSeries appends the samples of ps, oldest first, to dst (times in
+// UTC) and reports whether ps is still a series of the history: false for the
+// zero value and for a pod forgotten since FindPod.
+func (h *History) AppendPodSeries(dst []Sample, ps PodSeries) ([]Sample, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	if ps.s == nil || ps.s.forgotten() {
+		return dst, false
+	}
+	return ps.s.appendTo(dst), true
+}
+
 // DeleteNode forgets a node.
 func (h *History) DeleteNode(name string) {
 	h.mu.Lock()
-	delete(h.nodes, name)
+	forget(h.nodes, name)
 	h.mu.Unlock()
 }
 
 // DeletePod forgets a pod.
-func (h *History) DeletePod(uid string) {
+func (h *History) DeletePod(key string) {
 	h.mu.Lock()
-	delete(h.pods, uid)
+	forget(h.pods, key)
 	h.mu.Unlock()
 }
 
@@ -146,7 +174,7 @@ func (h *History) Prune(now time.Time) {
 		for k, s := range m {
 			s.dropBefore(cutoff)
 			if s.n == 0 {
-				delete(m, k)
+				forget(m, k)
 			}
 		}
 	}
@@ -189,6 +217,18 @@ func seriesOf(m map[string]*series, key string) *series {
 	}
 	return sr
 }
+
+// forget removes key's series from m and marks it forgotten for the
+// PodSeries that still point to it; the caller holds the write lock.
+func forget(m map[string]*series, key string) {
+	if s := m[key]; s != nil {
+		*s = series{head: -1}
+		delete(m, key)
+	}
+}
+
+// forgotten reports whether s was removed from its history.
+func (s *series) forgotten() bool { return s.head < 0 }
 
 // appendTo appends the samples of s (nil: none).
 func (s *series) appendTo(dst []Sample) []Sample {

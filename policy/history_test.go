@@ -8,6 +8,47 @@ import (
 	"unsafe"
 )
 
+func TestPodSeriesReadsThePodUntilTheHistoryForgetsIt(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		forget func(h *History)
+	}{
+		{"pruned when it stopped reporting", func(h *History) { h.Prune(now.Add(time.Hour)) }},
+		{"deleted", func(h *History) { h.DeletePod("ns/p") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := NewHistory(10*time.Minute, 10)
+			key := []byte("ns/p")
+			if ps := h.FindPod(key); ps != (PodSeries{}) {
+				t.Fatalf("a pod without samples has a series")
+			}
+			if _, ok := h.AppendPodSeries(nil, PodSeries{}); ok {
+				t.Errorf("the zero PodSeries reads as a series")
+			}
+			h.AddPod(key, smp(20, 2, 20))
+			ps := h.FindPod(key)
+			h.AddPod(key, smp(10, 3, 30)) // a sample added after FindPod
+			got, ok := h.AppendPodSeries(nil, ps)
+			if want := []Sample{smp(20, 2, 20), smp(10, 3, 30)}; !ok || !slices.Equal(got, want) {
+				t.Fatalf("through the handle: %v %v, want %v", got, ok, want)
+			}
+			tc.forget(h)
+			if got, ok := h.AppendPodSeries([]Sample{smp(5, 9, 9)}, ps); ok || len(got) != 1 {
+				t.Errorf("a forgotten series reads %v, %v", got, ok)
+			}
+			// The pod reports again: a new series, which the old handle
+			// does not reach, and a new lookup does.
+			h.AddPod(key, smp(0, 4, 40))
+			if _, ok := h.AppendPodSeries(nil, ps); ok {
+				t.Errorf("the old handle reads the new series")
+			}
+			if got, ok := h.AppendPodSeries(nil, h.FindPod(key)); !ok || !slices.Equal(got, []Sample{smp(0, 4, 40)}) {
+				t.Errorf("the new series: %v %v", got, ok)
+			}
+		})
+	}
+}
+
 func TestHistory(t *testing.T) {
 	t.Run("samples come back oldest first", func(t *testing.T) {
 		h := NewHistory(10*time.Minute, 10)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -38,6 +39,11 @@ type Pod struct {
 	Deleting bool
 	// Terminal: the pod has finished (Succeeded or Failed).
 	Terminal bool
+
+	// series is the pod's usage history, found by the Assembler the first
+	// time it assembles the pod and kept here so that later periods read
+	// it without a lookup; only the Assembler's goroutine touches it.
+	series policy.PodSeries
 }
 
 // NewPod keeps of pod what Pod holds, with the reclaimed requests read under

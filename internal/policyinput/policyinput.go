@@ -158,8 +158,12 @@ func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held r
 			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), StartTime: pod.StartTime}
 		if a.hist != nil {
 			n := len(buf)
-			a.key = appendPodKey(a.key[:0], pod.Namespace, pod.Name)
-			buf = a.hist.AppendPod(buf, a.key)
+			var found bool
+			if buf, found = a.hist.AppendPodSeries(buf, pod.series); !found {
+				a.key = appendPodKey(a.key[:0], pod.Namespace, pod.Name)
+				pod.series = a.hist.FindPod(a.key)
+				buf, _ = a.hist.AppendPodSeries(buf, pod.series)
+			}
 			pp.Samples = buf[n:len(buf):len(buf)]
 		}
 		in.Pods = append(in.Pods, pp)

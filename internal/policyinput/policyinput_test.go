@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -123,6 +124,35 @@ func TestNodeAssemblesWhatThePolicyReads(t *testing.T) {
 	}
 	if !in.Pods[0].StartTime.Equal(t0.Add(-time.Hour)) {
 		t.Errorf("start time = %v", in.Pods[0].StartTime)
+	}
+}
+
+// The pod record keeps its series between periods; once the history forgot
+// the pod (it stopped reporting), the series it reports with again is read.
+func TestNodeReadsThePodsCurrentSeriesAfterTheHistoryForgotIt(t *testing.T) {
+	a := New(names(t))
+	a.Resize(time.Minute, MinScrapeInterval)
+	t0 := time.Unix(1_700_000_000, 0).UTC()
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	rec := NewPod(names(t), pod("p", corev1.PodRunning, nil))
+	podCPU := func(in policy.Node) []int64 {
+		var out []int64
+		for _, s := range in.Pods[0].Samples {
+			out = append(out, s.CPUMilli)
+		}
+		return out
+	}
+	a.AddPodMetrics([]metricsv1beta1.PodMetrics{podMetrics("p", t0, "1", "1Gi")})
+	a.Node(node, []*Pod{rec}) // the record keeps the series from here on
+	a.AddPodMetrics([]metricsv1beta1.PodMetrics{podMetrics("p", t0.Add(15*time.Second), "2", "1Gi")})
+	in, _ := a.Node(node, []*Pod{rec})
+	if !slices.Equal(podCPU(in), []int64{2000, 4000}) {
+		t.Fatalf("pod samples %v, want both (two containers each)", podCPU(in))
+	}
+	a.Prune(t0.Add(time.Hour))
+	a.AddPodMetrics([]metricsv1beta1.PodMetrics{podMetrics("p", t0.Add(time.Hour), "3", "1Gi")})
+	if in, _ = a.Node(node, []*Pod{rec}); !slices.Equal(podCPU(in), []int64{6000}) {
+		t.Errorf("pod samples after it reported again %v, want the new one", podCPU(in))
 	}
 }
 
