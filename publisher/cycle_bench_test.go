@@ -541,8 +541,9 @@ func simulateWrites(tb testing.TB, noise float64) (*writesResult, error) {
 // every node and pod sample drawn uniformly within ±noise of a constant
 // usage. The history starts full, the first cycle publishes every node, the
 // wave of first refreshes passes, and the writes of the following 40 cycles
-// (two refresh intervals) are counted; refreshes alone give 1. Each noise level runs once per process whatever -benchtime says
-// (ns/op is not reported).
+// (two refresh intervals) are counted; refreshes alone give 1. Each noise
+// level runs once per process whatever -benchtime says (ns/op is not
+// reported).
 func BenchmarkCycleWrites(b *testing.B) {
 	logrus.SetLevel(logrus.WarnLevel)
 	for _, noise := range []float64{0.03, 0.10} {
