@@ -397,10 +397,12 @@ func TestPublisher(t *testing.T) {
 			t.Errorf("takeover took %s, want <= %s (lease duration plus two jittered retries)", took, takeoverBound)
 		}
 		// Publishing continues: a change is published by the new leader.
-		if err := c.SetPodUsage(ctx, "default", "reg-2", "2", "1Gi"); err != nil {
+		// Two cores more take a fifth of the node's room (9.4 cores), well
+		// beyond --decrease-threshold (10 %): it is written at once.
+		if err := c.SetPodUsage(ctx, "default", "reg-2", "3", "1Gi"); err != nil {
 			t.Fatal(err)
 		}
-		cpu, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 2000, 1<<30)
+		cpu, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, 3000, 1<<30)
 		var desc string
 		if _, ok := framework.Poll(90*time.Second, time.Second, func() bool {
 			ann, status, d := annotated(nodes[2], want{cpu, mem}, steadyCPUTol)
