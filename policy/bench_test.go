@@ -112,7 +112,7 @@ func BenchmarkHistoryCycle(b *testing.B) {
 			buf = h.AppendNode(buf, n)
 		}
 		for _, u := range uids {
-			buf = h.AppendPod(buf, u)
+			buf = appendPod(h, buf, u)
 		}
 	}
 	for range benchSamples {

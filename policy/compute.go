@@ -45,6 +45,15 @@ func Compute(n *Node, s Settings, now time.Time, metricsStaleAfter time.Duration
 	return r
 }
 
+// MetricsStaleAfter is the stale bound Compute applies for d:
+// reclaimable.DefaultMetricsStaleAfter when d is not positive.
+func MetricsStaleAfter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return reclaimable.DefaultMetricsStaleAfter
+	}
+	return d
+}
+
 // Compute returns the reclaimable CPU and memory of node n under settings s.
 //
 // now is the evaluation instant (the caller's clock; Compute never reads the
@@ -74,9 +83,7 @@ func (c *Calculator) Compute(n *Node, s Settings, now time.Time, metricsStaleAft
 	case len(samples) == 0:
 		return zeroResult(r, ZeroReasonNoSamples, "the node has no usage sample")
 	}
-	if metricsStaleAfter <= 0 {
-		metricsStaleAfter = reclaimable.DefaultMetricsStaleAfter
-	}
+	metricsStaleAfter = MetricsStaleAfter(metricsStaleAfter)
 	newest := r.MetricsTime
 	if age := now.Sub(newest); age > metricsStaleAfter {
 		return zeroResult(r, ZeroReasonStale,

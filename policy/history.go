@@ -114,17 +114,9 @@ func (h *History) AppendNode(dst []Sample, name string) []Sample {
 	return h.nodes[name].appendTo(dst)
 }
 
-// AppendPod appends the pod's samples, oldest first, to dst (times in UTC);
-// the key is in bytes as for AddPod.
-func (h *History) AppendPod(dst []Sample, key []byte) []Sample {
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.pods[string(key)].appendTo(dst)
-}
-
 // PodSeries is a pod's series, looked up once (FindPod) and then read without
-// a lookup (AppendPodSeries): at 150,000 pods the two lookups a period of
-// AddPod and AppendPod were a seventh of the publisher's CPU, mostly cache
+// a lookup (AppendPodSeries): at 150,000 pods the two lookups a period, one
+// to add a sample and one to read the series, were a seventh of the publisher's CPU, mostly cache
 // misses in the table. The zero value is no series. Once the history forgets
 // the pod (Prune, DeletePod) the handle reads nothing and says so: a pod that
 // reports again has a new series.

@@ -8,6 +8,12 @@ import (
 	"unsafe"
 )
 
+// appendPod reads a pod's series by key, as the Assembler does the first time.
+func appendPod(h *History, dst []Sample, key []byte) []Sample {
+	out, _ := h.AppendPodSeries(dst, h.FindPod(key))
+	return out
+}
+
 func TestPodSeriesReadsThePodUntilTheHistoryForgetsIt(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -71,7 +77,7 @@ func TestHistory(t *testing.T) {
 		if h.AddPod([]byte("u"), smp(30, 1, 10)) {
 			t.Errorf("an older sample was added")
 		}
-		if got := h.AppendPod(nil, []byte("u")); !slices.Equal(got, []Sample{smp(20, 2, 20)}) {
+		if got := appendPod(h, nil, []byte("u")); !slices.Equal(got, []Sample{smp(20, 2, 20)}) {
 			t.Errorf("got %v", got)
 		}
 	})
@@ -83,10 +89,10 @@ func TestHistory(t *testing.T) {
 		}
 		key[3] = 'q'
 		want := []Sample{smp(20, 2, 20), smp(10, 3, 30)}
-		if got := h.AppendPod(nil, []byte("ns/p")); !slices.Equal(got, want) {
+		if got := appendPod(h, nil, []byte("ns/p")); !slices.Equal(got, want) {
 			t.Errorf("AppendPod = %v, want %v", got, want)
 		}
-		if got := h.AppendPod(nil, []byte("ns/q")); got != nil {
+		if got := appendPod(h, nil, []byte("ns/q")); got != nil {
 			t.Errorf("the caller's buffer named a second series: %v", got)
 		}
 	})
@@ -135,7 +141,7 @@ func TestHistory(t *testing.T) {
 		if got := h.AppendNode(nil, "n"); !slices.Equal(got, []Sample{smp(30, 2, 0)}) {
 			t.Errorf("node samples %v", got)
 		}
-		if got := h.AppendPod(nil, []byte("p")); !slices.Equal(got, []Sample{smp(60, 1, 0)}) {
+		if got := appendPod(h, nil, []byte("p")); !slices.Equal(got, []Sample{smp(60, 1, 0)}) {
 			t.Errorf("pod samples %v", got)
 		}
 	})
@@ -191,7 +197,7 @@ func TestHistory(t *testing.T) {
 			t.Run(tc.name, func(t *testing.T) {
 				h := NewHistory(time.Minute, 10)
 				h.AddPod([]byte("p"), smp(1, tc.cpu, tc.mem))
-				got := h.AppendPod(nil, []byte("p"))
+				got := appendPod(h, nil, []byte("p"))
 				if len(got) != 1 || got[0].CPUMilli != tc.wantCPU || got[0].MemoryBytes != tc.wantMem {
 					t.Errorf("stored %d m / %d bytes as %v, want %d m / %d bytes", tc.cpu, tc.mem, got, tc.wantCPU, tc.wantMem)
 				}
@@ -204,24 +210,24 @@ func TestHistory(t *testing.T) {
 			h.AddPod([]byte("p"), smp(100-i, int64(i), 0))
 		}
 		h.Resize(time.Hour, 5)
-		got := h.AppendPod(nil, []byte("p"))
+		got := appendPod(h, nil, []byte("p"))
 		if len(got) != 5 || got[0].CPUMilli != 16 || got[4].CPUMilli != 20 {
 			t.Fatalf("after shrinking to 5 samples: %v, want the 5 newest", got)
 		}
 		// The ring still works at its new size, and grows again.
 		h.AddPod([]byte("p"), smp(79, 21, 0))
-		if got := h.AppendPod(nil, []byte("p")); len(got) != 5 || got[0].CPUMilli != 17 || got[4].CPUMilli != 21 {
+		if got := appendPod(h, nil, []byte("p")); len(got) != 5 || got[0].CPUMilli != 17 || got[4].CPUMilli != 21 {
 			t.Fatalf("a sample after the shrink: %v, want 17..21", got)
 		}
 		h.Resize(time.Hour, 8)
 		for i := 22; i <= 25; i++ {
 			h.AddPod([]byte("p"), smp(100-i, int64(i), 0))
 		}
-		if got := h.AppendPod(nil, []byte("p")); len(got) != 8 || got[0].CPUMilli != 18 || got[7].CPUMilli != 25 {
+		if got := appendPod(h, nil, []byte("p")); len(got) != 8 || got[0].CPUMilli != 18 || got[7].CPUMilli != 25 {
 			t.Fatalf("after growing to 8 samples: %v, want 18..25", got)
 		}
 		h.Resize(2*time.Second, 8)
-		if got := h.AppendPod(nil, []byte("p")); len(got) != 3 || got[0].CPUMilli != 23 {
+		if got := appendPod(h, nil, []byte("p")); len(got) != 3 || got[0].CPUMilli != 23 {
 			t.Fatalf("after shrinking the age to 2 s: %v, want 23..25", got)
 		}
 	})
@@ -235,7 +241,7 @@ func TestHistory(t *testing.T) {
 			if len(want) > 7 {
 				want = want[1:]
 			}
-			if got := h.AppendPod(nil, []byte("p")); !slices.Equal(got, want) {
+			if got := appendPod(h, nil, []byte("p")); !slices.Equal(got, want) {
 				t.Fatalf("after %d samples got %v, want %v", 101-i, got, want)
 			}
 		}
@@ -248,7 +254,7 @@ func TestHistory(t *testing.T) {
 		h.AddPod([]byte("uid-r"), smp(15, 1000, 1000))
 		n := Node{Name: "n", Allocatable: alloc4k10k, Samples: h.AppendNode(nil, "n"),
 			Pods: []Pod{reclaimedPod("r")}}
-		n.Pods[0].Samples = h.AppendPod(nil, []byte(n.Pods[0].UID))
+		n.Pods[0].Samples = appendPod(h, nil, []byte(n.Pods[0].UID))
 		r := Compute(&n, testSettings(), now, 2*time.Minute)
 		// regular 1500 / 4000: 4000-1400-1500 = 1100; 10000-3500-4000 = 2500
 		if r.CPUMilli != 1100 || r.MemoryBytes != 2500 {

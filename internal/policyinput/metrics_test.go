@@ -117,7 +117,7 @@ func TestReadMetricsAddsEveryItemAsAWholeListWould(t *testing.T) {
 				}
 			}
 			for _, pod := range []string{"a", "b", "c"} {
-				got, w := a.History().AppendPod(nil, appendPodKey(nil, "ns", pod)), want.History().AppendPod(nil, appendPodKey(nil, "ns", pod))
+				got, w := appendPod(a.History(), nil, appendPodKey(nil, "ns", pod)), appendPod(want.History(), nil, appendPodKey(nil, "ns", pod))
 				if len(w) != 1 || !reflect.DeepEqual(got, w) {
 					t.Errorf("pod %s: %v, want %v", pod, got, w)
 				}
@@ -149,7 +149,7 @@ func TestReadMetricsRejectsMalformedListsAndKeepsTheHistory(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), "metrics list") {
 				t.Fatalf("a malformed list read with error %v, want one saying the metrics list is malformed", err)
 			}
-			if got := a.History().AppendPod(nil, appendPodKey(nil, "ns", "kept")); len(got) != 1 {
+			if got := appendPod(a.History(), nil, appendPodKey(nil, "ns", "kept")); len(got) != 1 {
 				t.Errorf("history lost its sample: %v", got)
 			}
 		})

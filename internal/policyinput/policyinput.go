@@ -50,10 +50,7 @@ func New(names reclaimable.Names) *Assembler {
 // up to the sample alignment away. Nothing older is ever read, and the
 // history is most of a publisher's memory.
 func HistoryAge(cfg *policy.Config, metricsStaleAfter time.Duration) time.Duration {
-	if metricsStaleAfter <= 0 {
-		metricsStaleAfter = reclaimable.DefaultMetricsStaleAfter
-	}
-	return max(cfg.MaxWindow(), metricsStaleAfter) + cfg.MaxSampleAlignment()
+	return max(cfg.MaxWindow(), policy.MetricsStaleAfter(metricsStaleAfter)) + cfg.MaxSampleAlignment()
 }
 
 // Resize makes the history keep age worth of samples taken at least every

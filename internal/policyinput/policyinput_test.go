@@ -127,6 +127,12 @@ func TestNodeAssemblesWhatThePolicyReads(t *testing.T) {
 	}
 }
 
+// appendPod reads a pod's series by key, as the Assembler does the first time.
+func appendPod(h *policy.History, dst []policy.Sample, key []byte) []policy.Sample {
+	out, _ := h.AppendPodSeries(dst, h.FindPod(key))
+	return out
+}
+
 // The pod record keeps its series between periods; once the history forgot
 // the pod (it stopped reporting), the series it reports with again is read.
 func TestNodeReadsThePodsCurrentSeriesAfterTheHistoryForgotIt(t *testing.T) {
@@ -265,7 +271,7 @@ func TestHistoryAgeKeepsEverySampleThePolicyReads(t *testing.T) {
 			for p := range pods {
 				in.Pods = append(in.Pods, policy.Pod{Namespace: "ns", Name: fmt.Sprint(p), UID: fmt.Sprint(p),
 					Requests: reclaimable.Resources{CPUMilli: 2_000, MemoryBytes: 8 << 30}, Reclaimed: p == 0,
-					StartTime: t0.Add(-time.Hour), Samples: h.AppendPod(nil, []byte(fmt.Sprint(p)))})
+					StartTime: t0.Add(-time.Hour), Samples: appendPod(h, nil, []byte(fmt.Sprint(p)))})
 			}
 			settings, _ := cfg.For(nil)
 			results[i] = policy.Compute(&in, settings, now, stale)
