@@ -21,6 +21,8 @@ type Calculator struct {
 	vals    []int64
 	nodeT   []int64
 	podT    []int64
+	podCPU  []int64
+	podMem  []int64
 	nodeBuf []Sample
 	podBuf  []Sample
 	notes   map[noteKey]string
@@ -168,10 +170,10 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 	nUnmeasured := 0
 	for pi := range n.Pods {
 		p := &n.Pods[pi]
-		ps, podT := c.podSeries(p.Samples)
+		podT, podCPU, podMem := c.podSeries(p)
 		measured := false
 		if !p.Reclaimed {
-			measured = len(ps) > 0 && podT[len(podT)-1] >= startN &&
+			measured = len(podT) > 0 && podT[len(podT)-1] >= startN &&
 				!p.StartTime.IsZero() && p.StartTime.UnixNano() <= newestN
 			if !measured {
 				nUnmeasured++
@@ -179,7 +181,7 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 				unmeasured.MemoryBytes += p.Requests.MemoryBytes
 			}
 		}
-		if len(ps) == 0 {
+		if len(podT) == 0 {
 			continue
 		}
 		j := 0
@@ -200,7 +202,7 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 			a := &acc[i]
 			var uc, um int64
 			if best >= 0 {
-				uc, um = ps[best].CPUMilli, ps[best].MemoryBytes
+				uc, um = podCPU[best], podMem[best]
 				a.podsCPU += uc
 				a.podsMem += um
 			}
@@ -309,24 +311,20 @@ func sortedSamples(s []Sample, buf *[]Sample) []Sample {
 	return s
 }
 
-// podSeries returns the pod's samples ascending by time (sorted into a
-// scratch copy if needed) and their times as Unix nanoseconds.
-func (c *Calculator) podSeries(s []Sample) ([]Sample, []int64) {
-	t := c.podT[:0]
-	for i := range s {
-		ti := s[i].Time.UnixNano()
-		if i > 0 && ti < t[i-1] {
-			s = sortedSamples(s, &c.podBuf)
-			t = t[:0]
-			for k := range s {
-				t = append(t, s[k].Time.UnixNano())
-			}
-			break
+// podSeries returns the times (Unix nanoseconds), CPU and memory of the
+// pod's samples, ascending by time: read from its Series, or from Samples
+// (sorted into a scratch copy if needed).
+func (c *Calculator) podSeries(p *Pod) (t, cpu, mem []int64) {
+	t, cpu, mem = c.podT[:0], c.podCPU[:0], c.podMem[:0]
+	if p.Series != (PodSeries{}) {
+		t, cpu, mem = p.Series.appendColumns(t, cpu, mem)
+	} else {
+		for _, s := range sortedSamples(p.Samples, &c.podBuf) {
+			t, cpu, mem = append(t, s.Time.UnixNano()), append(cpu, s.CPUMilli), append(mem, s.MemoryBytes)
 		}
-		t = append(t, ti)
 	}
-	c.podT = t
-	return s, t
+	c.podT, c.podCPU, c.podMem = t, cpu, mem
+	return t, cpu, mem
 }
 
 func abs64(d int64) int64 {

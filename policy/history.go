@@ -17,13 +17,17 @@ import (
 //
 // A series only grows: a sample that is not newer (by whole seconds) than the
 // series' newest sample is dropped, so adding the same metrics twice is
-// harmless. History is safe for concurrent use.
+// harmless. History is safe for concurrent use, but for reading a PodSeries
+// (see there).
 type History struct {
 	mu       sync.RWMutex
 	maxAge   int64 // seconds
 	maxCount int
 	nodes    map[string]*series
 	pods     map[string]*series
+	// podSweep is when Prune last went through the pod series (Unix
+	// seconds).
+	podSweep int64
 }
 
 // entry is a sample in 12 bytes rather than 16 (a uint64 field would align
@@ -114,13 +118,22 @@ func (h *History) AppendNode(dst []Sample, name string) []Sample {
 	return h.nodes[name].appendTo(dst)
 }
 
-// PodSeries is a pod's series, looked up once (FindPod) and then read without
-// a lookup (AppendPodSeries): at 150,000 pods the two lookups a period, one
-// to add a sample and one to read the series, were a seventh of the publisher's CPU, mostly cache
-// misses in the table. The zero value is no series. Once the history forgets
-// the pod (Prune, DeletePod) the handle reads nothing and says so: a pod that
-// reports again has a new series.
+// PodSeries is a pod's series, looked up once (FindPod) and then read
+// without a lookup (as Pod.Series, or AppendPodSeries): at 150,000 pods the
+// two lookups a period, one to add a sample and one to read the series, were
+// a seventh of the publisher's CPU, mostly cache misses in the table. The
+// zero value is no series. Once the history forgets the pod (Prune,
+// DeletePod) the handle reads nothing and says so (Live): a pod that reports
+// again has a new series.
+//
+// A PodSeries is read without the History's lock: the history must not be
+// written (added to, pruned, resized, deleted from) while one is read. The
+// publisher does both from its cycle alone.
 type PodSeries struct{ s *series }
+
+// Live reports whether ps is a series of its history: false for the zero
+// value and for a pod the history has forgotten since FindPod.
+func (ps PodSeries) Live() bool { return ps.s != nil && !ps.s.forgotten() }
 
 // FindPod returns the series of the pod with the given key (as for AddPod),
 // or the zero PodSeries when it has none yet.
@@ -131,15 +144,32 @@ func (h *History) FindPod(key []byte) PodSeries {
 }
 
 // AppendPodSeries appends the samples of ps, oldest first, to dst (times in
-// UTC) and reports whether ps is still a series of the history: false for the
-// zero value and for a pod forgotten since FindPod.
+// UTC) and reports whether ps is still a series of the history (Live).
 func (h *History) AppendPodSeries(dst []Sample, ps PodSeries) ([]Sample, bool) {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
-	if ps.s == nil || ps.s.forgotten() {
+	if !ps.Live() {
 		return dst, false
 	}
 	return ps.s.appendTo(dst), true
+}
+
+// appendColumns appends the times (Unix nanoseconds), CPU and memory of the
+// samples of ps, oldest first: what Compute reads, without building a Sample
+// of each.
+func (ps PodSeries) appendColumns(t, cpu, mem []int64) ([]int64, []int64, []int64) {
+	if !ps.Live() {
+		return t, cpu, mem
+	}
+	s := ps.s
+	first := s.buf[s.head:min(s.head+s.n, int32(len(s.buf)))]
+	for _, part := range [2][]entry{first, s.buf[:s.n-int32(len(first))]} {
+		for _, e := range part {
+			c, m := e.values()
+			t, cpu, mem = append(t, int64(e.sec)*int64(time.Second)), append(cpu, c), append(mem, m)
+		}
+	}
+	return t, cpu, mem
 }
 
 // DeleteNode forgets a node.
@@ -158,16 +188,35 @@ func (h *History) DeletePod(key string) {
 
 // Prune drops samples older than maxAge before now and forgets series left
 // empty (nodes and pods that stopped reporting).
+//
+// Node series are gone through on every call, pod series only once a
+// quarter of maxAge has passed since the last time: a pod that reports drops
+// its old samples itself as it adds one (push), so going through 150,000
+// pod series finds little but the pods that stopped reporting, and it took
+// about a twentieth of a publisher's CPU at that scale. Until then a
+// stopped pod keeps its samples, which a reader of the history must judge by
+// their times anyway (the policy reads nothing older than its window and
+// alignment).
 func (h *History) Prune(now time.Time) {
-	cutoff := now.Unix() - h.maxAge
+	sec := now.Unix()
+	cutoff := sec - h.maxAge
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	for _, m := range []map[string]*series{h.nodes, h.pods} {
-		for k, s := range m {
-			s.dropBefore(cutoff)
-			if s.n == 0 {
-				forget(m, k)
-			}
+	prune(h.nodes, cutoff)
+	if sec-h.podSweep >= max(h.maxAge/4, 1) || sec < h.podSweep {
+		prune(h.pods, cutoff)
+		h.podSweep = sec
+	}
+}
+
+// prune drops the samples of m before cutoff and forgets the series left
+// empty; the caller holds the write lock.
+func prune(m map[string]*series, cutoff int64) {
+	for k, s := range m {
+		s.dropBefore(cutoff)
+		if s.n == 0 {
+			s.markForgotten()
+			delete(m, k)
 		}
 	}
 }
@@ -191,12 +240,18 @@ func newEntry(s Sample) entry {
 }
 
 func (e entry) sample() Sample {
+	cpu, mem := e.values()
+	return Sample{Time: time.Unix(int64(e.sec), 0).UTC(), CPUMilli: cpu, MemoryBytes: mem}
+}
+
+// values returns the CPU (millicores) and memory (bytes) of e.
+func (e entry) values() (cpu, mem int64) {
 	v := uint64(e.hi)<<32 | uint64(e.lo)
-	mem := v &^ memKiBBit >> cpuBits
+	m := v &^ memKiBBit >> cpuBits
 	if v&memKiBBit != 0 {
-		mem *= 1024
+		m *= 1024
 	}
-	return Sample{Time: time.Unix(int64(e.sec), 0).UTC(), CPUMilli: int64(v & cpuMax), MemoryBytes: int64(mem)}
+	return int64(v & cpuMax), int64(m)
 }
 
 // seriesOf returns the series of key in m, created if new; the caller holds
@@ -214,10 +269,13 @@ func seriesOf(m map[string]*series, key string) *series {
 // PodSeries that still point to it; the caller holds the write lock.
 func forget(m map[string]*series, key string) {
 	if s := m[key]; s != nil {
-		*s = series{head: -1}
+		s.markForgotten()
 		delete(m, key)
 	}
 }
+
+// markForgotten empties s for good (see PodSeries).
+func (s *series) markForgotten() { *s = series{head: -1} }
 
 // forgotten reports whether s was removed from its history.
 func (s *series) forgotten() bool { return s.head < 0 }

@@ -145,6 +145,28 @@ func TestHistory(t *testing.T) {
 			t.Errorf("pod samples %v", got)
 		}
 	})
+	t.Run("prune goes through pod series once a quarter of the age", func(t *testing.T) {
+		// maxAge 60 s: pods are gone through at most every 15 s, nodes on
+		// every call.
+		h := NewHistory(60*time.Second, 100)
+		h.AddPod([]byte("p"), smp(50, 1, 0))
+		h.Prune(now) // the first call goes through the pods
+		h.AddNode("n", smp(50, 1, 0))
+		for s := 1; s < 15; s++ {
+			// p's only sample is 50+s s old: too old from 11 s on.
+			h.Prune(now.Add(time.Duration(s) * time.Second))
+			if nodes, pods := h.Len(); pods != 1 || (s > 10) != (nodes == 0) {
+				t.Fatalf("%d s later: %d nodes, %d pods; want the pod kept, the node only until 10 s", s, nodes, pods)
+			}
+		}
+		h.Prune(now.Add(15 * time.Second))
+		if _, pods := h.Len(); pods != 0 {
+			t.Errorf("a quarter of the age later the stopped pod is still kept")
+		}
+		if got := appendPod(h, nil, []byte("p")); len(got) != 0 {
+			t.Errorf("the pruned pod reads %v", got)
+		}
+	})
 	t.Run("delete forgets a node or a pod", func(t *testing.T) {
 		h := NewHistory(time.Minute, 10)
 		h.AddNode("n", smp(1, 1, 1))

@@ -131,20 +131,20 @@ func appendPodKey[S string | []byte](dst []byte, namespace, name S) []byte {
 // requests of its live pods: room already promised to them.
 //
 // The returned samples and pods live in scratch buffers that the next call
-// reuses: compute with in before assembling the next node.
+// reuses, and the pods' samples in the history: compute with in before
+// assembling the next node or adding to the history.
 func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held reclaimable.Resources) {
 	in = policy.Node{
 		Name:        node.Name,
 		Capacity:    Resources(node.Status.Capacity),
 		Allocatable: Resources(node.Status.Allocatable),
 	}
-	// One scratch buffer holds every series of the node; Compute does not
-	// keep them.
-	buf := a.scratch[:0]
+	// The node's series goes to a scratch buffer; the pods' are read where
+	// the history keeps them (policy.Pod.Series).
+	in.Samples = a.scratch[:0]
 	if a.hist != nil {
-		buf = a.hist.AppendNode(buf, node.Name)
+		in.Samples = a.hist.AppendNode(in.Samples, node.Name)
 	}
-	in.Samples = buf
 	in.Pods = a.pods[:0]
 	for _, pod := range pods {
 		if pod.Terminal {
@@ -154,20 +154,15 @@ func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held r
 		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
 			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), StartTime: pod.StartTime}
 		if a.hist != nil {
-			n := len(buf)
-			var found bool
-			if buf, found = a.hist.AppendPodSeries(buf, pod.series); !found {
+			if !pod.series.Live() {
 				a.key = appendPodKey(a.key[:0], pod.Namespace, pod.Name)
 				pod.series = a.hist.FindPod(a.key)
-				buf, _ = a.hist.AppendPodSeries(buf, pod.series)
 			}
-			pp.Samples = buf[n:len(buf):len(buf)]
+			pp.Series = pod.series
 		}
 		in.Pods = append(in.Pods, pp)
 	}
-	// Appending may have moved the buffer: the node's series is its start.
-	in.Samples = buf[:len(in.Samples):len(in.Samples)]
-	a.scratch, a.pods = buf, in.Pods
+	a.scratch, a.pods = in.Samples, in.Pods
 	return in, held
 }
 

@@ -115,16 +115,27 @@ func TestNodeAssemblesWhatThePolicyReads(t *testing.T) {
 			t.Errorf("terminal pod %s reached the policy", p.Name)
 			continue
 		}
-		if p.Reclaimed != w.reclaimed || p.Requests != w.requests || len(p.Samples) != w.samples || p.UID != "uid-"+p.Name {
-			t.Errorf("pod %s = %+v", p.Name, p)
+		samples := podSamples(a, p)
+		if p.Reclaimed != w.reclaimed || p.Requests != w.requests || len(samples) != w.samples || p.UID != "uid-"+p.Name {
+			t.Errorf("pod %s = %+v, samples %v", p.Name, p, samples)
 		}
-		if w.samples > 0 && p.Samples[0].CPUMilli != w.cpu {
-			t.Errorf("pod %s usage %d, want the sum of its containers %d", p.Name, p.Samples[0].CPUMilli, w.cpu)
+		if w.samples > 0 && samples[0].CPUMilli != w.cpu {
+			t.Errorf("pod %s usage %d, want the sum of its containers %d", p.Name, samples[0].CPUMilli, w.cpu)
 		}
 	}
 	if !in.Pods[0].StartTime.Equal(t0.Add(-time.Hour)) {
 		t.Errorf("start time = %v", in.Pods[0].StartTime)
 	}
+}
+
+// podSamples reads what the policy reads of an assembled pod: its series in
+// the history (Node leaves Samples empty).
+func podSamples(a *Assembler, p policy.Pod) []policy.Sample {
+	if len(p.Samples) > 0 {
+		return p.Samples
+	}
+	out, _ := a.History().AppendPodSeries(nil, p.Series)
+	return out
 }
 
 // appendPod reads a pod's series by key, as the Assembler does the first time.
@@ -143,7 +154,7 @@ func TestNodeReadsThePodsCurrentSeriesAfterTheHistoryForgotIt(t *testing.T) {
 	rec := NewPod(names(t), pod("p", corev1.PodRunning, nil))
 	podCPU := func(in policy.Node) []int64 {
 		var out []int64
-		for _, s := range in.Pods[0].Samples {
+		for _, s := range podSamples(a, in.Pods[0]) {
 			out = append(out, s.CPUMilli)
 		}
 		return out
@@ -212,7 +223,7 @@ func TestResizeKeepsTheSamplesWithinTheNewAge(t *testing.T) {
 func TestNodeWithoutHistoryHasNoSamples(t *testing.T) {
 	n := names(t)
 	in, _ := New(n).Node(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, []*Pod{NewPod(n, pod("p", corev1.PodRunning, nil))})
-	if len(in.Samples) != 0 || len(in.Pods) != 1 || len(in.Pods[0].Samples) != 0 {
+	if len(in.Samples) != 0 || len(in.Pods) != 1 || len(in.Pods[0].Samples) != 0 || in.Pods[0].Series != (policy.PodSeries{}) {
 		t.Errorf("in = %+v", in)
 	}
 }
@@ -220,8 +231,9 @@ func TestNodeWithoutHistoryHasNoSamples(t *testing.T) {
 // TestHistoryAgeKeepsEverySampleThePolicyReads computes random nodes from a
 // history that forgets nothing and from one kept for HistoryAge, pruned at
 // the evaluation instant as the publisher prunes it: the results must be the
-// same. A history one scrape shorter must change some of them, or the test
-// could not tell.
+// same, and the same again when the pods' series are read in place
+// (policy.Pod.Series) rather than copied out. A history one scrape shorter
+// must change some of them, or the test could not tell.
 func TestHistoryAgeKeepsEverySampleThePolicyReads(t *testing.T) {
 	rng := rand.New(rand.NewPCG(14, 2026))
 	t0 := time.Unix(1_800_000_000, 0)
@@ -275,6 +287,16 @@ func TestHistoryAgeKeepsEverySampleThePolicyReads(t *testing.T) {
 			}
 			settings, _ := cfg.For(nil)
 			results[i] = policy.Compute(&in, settings, now, stale)
+			if h == kept {
+				// The publisher's way: the pods' series read where they
+				// are kept.
+				for p := range in.Pods {
+					in.Pods[p].Samples, in.Pods[p].Series = nil, h.FindPod([]byte(fmt.Sprint(p)))
+				}
+				if got := policy.Compute(&in, settings, now, stale); !reflect.DeepEqual(got, results[i]) {
+					t.Fatalf("case %d: read through PodSeries\n%+v\nread from Samples\n%+v", c, got, results[i])
+				}
+			}
 		}
 		if !reflect.DeepEqual(results[0], results[1]) {
 			t.Fatalf("case %d (window %s, alignment %s, stale %s, now %s after the last scrape): kept for %s the history gives\n%+v\nforgetting nothing\n%+v",
