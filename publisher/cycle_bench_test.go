@@ -41,8 +41,8 @@ import (
 )
 
 // The publisher benchmarks run Publisher.Cycle on a cluster held in memory:
-// the informer stores are filled directly (what startInformers' informers
-// would hold after their transforms), node writes go to a fake clientset whose
+// the node store and the pod groups are filled directly (what
+// startInformers' informers would hold after their transforms), node writes go to a fake clientset whose
 // reactor applies them to the node store (what the informer would show
 // next), and metrics.k8s.io is either a list already in memory or a real
 // metrics client decoding protobuf (what the publisher asks for) or JSON
@@ -275,16 +275,11 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 			tb.Fatal(err)
 		}
 	}
-	podStore := cache.NewStore(cache.MetaNamespaceKeyFunc)
 	toPod := policyinput.PodRecords(c.names)
 	for _, pod := range c.pods {
-		kept := toPod(pod)
-		if err := podStore.Add(kept); err != nil {
-			tb.Fatal(err)
-		}
+		p.pods.OnAdd(toPod(pod), true)
 	}
 	p.nodes = corelisters.NewNodeLister(nodeStore)
-	p.pods = podStore
 	w := &writeCounter{}
 	client.PrependReactor("patch", "nodes", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
 		pa := a.(clienttesting.PatchAction)

@@ -52,7 +52,7 @@ type Publisher struct {
 	evictor  *eviction.Controller
 
 	nodes     corelisters.NodeLister
-	pods      cache.Store
+	pods      *podGroups
 	hasSynced []cache.InformerSynced
 
 	config atomic.Pointer[policy.Config]
@@ -62,7 +62,8 @@ type Publisher struct {
 	// and the pods grouped by node.
 	assembler *policyinput.Assembler
 	calc      policy.Calculator
-	// podsByNode groups the cached pods by node, once per cycle (groupPods).
+	// podsByNode is the cycle's copy of the pods grouped by node
+	// (groupPods).
 	podsByNode map[string][]*policyinput.Pod
 
 	leading        atomic.Bool
@@ -128,7 +129,11 @@ func (o *Options) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); errc <- health.Serve(ctx, o.HealthAddress) }()
 	go func() { defer wg.Done(); file.Run(ctx) }()
-	p.startInformers(ctx)
+	if err := p.startInformers(ctx); err != nil {
+		cancel()
+		wg.Wait()
+		return err
+	}
 
 	run := func(ctx context.Context) {
 		p.leading.Store(true)
@@ -164,7 +169,7 @@ func (o *Options) Run(ctx context.Context) error {
 // New builds a publisher without starting it.
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
-		published: map[string]bool{}, parsed: map[string]parsed{}, podsByNode: map[string][]*policyinput.Pod{}}
+		published: map[string]bool{}, parsed: map[string]parsed{}, pods: newPodGroups(), podsByNode: map[string][]*policyinput.Pod{}}
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
 		Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
@@ -177,7 +182,7 @@ func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, re
 // records, and listing 150,000 pods never holds more than a page of full
 // Pods. Finished pods hold nothing (the policy skips them), and a cluster
 // keeps many: the apiserver leaves them out.
-func (p *Publisher) startInformers(ctx context.Context) {
+func (p *Publisher) startInformers(ctx context.Context) error {
 	core := p.client.CoreV1()
 	podLW := compactlist.New(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -200,10 +205,15 @@ func (p *Publisher) startInformers(ctx context.Context) {
 	podInf := cache.NewSharedIndexInformerWithOptions(podLW, &policyinput.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods"})
 	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &corev1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
 	p.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
-	p.pods = podInf.GetStore()
-	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, podInf.HasSynced}
+	grouped, err := podInf.AddEventHandler(p.pods)
+	if err != nil {
+		return fmt.Errorf("grouping pods by node: %w", err)
+	}
+	// Synced once the groups, not only the store, hold the initial list.
+	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, grouped.HasSynced}
 	go nodeInf.RunWithContext(ctx)
 	go podInf.RunWithContext(ctx)
+	return nil
 }
 
 // trimNode keeps only what the publisher reads of a Node: a kubelet's Node
@@ -515,28 +525,9 @@ func (p *Publisher) podsOn(node string) []*policyinput.Pod {
 	return slices.Clone(p.podsByNode[node])
 }
 
-// groupPods groups the cached pods by node for this cycle. A pass over the
-// store per cycle replaces an index by node name, which client-go would keep
-// up to date on every pod event in a set of keys per node: some 9 MB at
-// 150,000 pods, for a lookup the publisher makes once per node and cycle.
-// The slices are reused from cycle to cycle, emptied first so that they
-// hold no pod the store has dropped.
-func (p *Publisher) groupPods() {
-	for node, pods := range p.podsByNode {
-		clear(pods)
-		p.podsByNode[node] = pods[:0]
-	}
-	for _, obj := range p.pods.List() {
-		if pod, ok := obj.(*policyinput.Pod); ok && pod.NodeName != "" {
-			p.podsByNode[pod.NodeName] = append(p.podsByNode[pod.NodeName], pod)
-		}
-	}
-	for node, pods := range p.podsByNode {
-		if len(pods) == 0 {
-			delete(p.podsByNode, node)
-		}
-	}
-}
+// groupPods copies the pods grouped by node for this cycle: the cycle and
+// the eviction controller read one grouping while the informer goes on.
+func (p *Publisher) groupPods() { p.pods.snapshot(p.podsByNode) }
 
 func (p *Publisher) forgetGone(seen map[string]bool) {
 	for name := range p.parsed {

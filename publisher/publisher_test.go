@@ -92,7 +92,9 @@ func newTestPublisherWithRegistry(t *testing.T, ctx context.Context, o *Options,
 	}
 	client := fake.NewSimpleClientset(objs...)
 	p := New(o, client, mc, reg)
-	p.startInformers(ctx)
+	if err := p.startInformers(ctx); err != nil {
+		t.Fatal(err)
+	}
 	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
 		t.Fatal("informers not synced")
 	}
@@ -467,11 +469,14 @@ func TestTrimNodeKeepsWhatEvaluateReads(t *testing.T) {
 	}
 }
 
-func TestGroupPodsFollowsTheStoreFromCycleToCycle(t *testing.T) {
-	pod := func(name, node string) *policyinput.Pod {
-		return &policyinput.Pod{Namespace: "ns", Name: name, NodeName: node}
+// The groups follow the informer's notifications as client-go sends them:
+// an update carries the record the store held, a deletion the pod as the
+// watch last saw it (a record of its own) or a tombstone.
+func TestGroupPodsFollowsTheInformerFromCycleToCycle(t *testing.T) {
+	pod := func(name, uid, node string) *policyinput.Pod {
+		return &policyinput.Pod{Namespace: "ns", Name: name, UID: types.UID(uid), NodeName: node}
 	}
-	p := &Publisher{pods: cache.NewStore(cache.MetaNamespaceKeyFunc), podsByNode: map[string][]*policyinput.Pod{}}
+	p := &Publisher{pods: newPodGroups(), podsByNode: map[string][]*policyinput.Pod{}}
 	names := func(node string) []string {
 		var out []string
 		for _, pod := range p.podsOn(node) {
@@ -480,39 +485,50 @@ func TestGroupPodsFollowsTheStoreFromCycleToCycle(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	for _, obj := range []*policyinput.Pod{pod("a", "n1"), pod("b", "n1"), pod("c", "n2"), pod("pending", "")} {
-		if err := p.pods.Add(obj); err != nil {
-			t.Fatal(err)
+	check := func(when string, want map[string][]string) {
+		t.Helper()
+		p.groupPods()
+		for node, pods := range want {
+			if got := names(node); !slices.Equal(got, pods) {
+				t.Errorf("%s: %s holds %v, want %v", when, node, got, pods)
+			}
+		}
+		if len(p.podsByNode) != len(want) {
+			t.Errorf("%s: grouped under %d nodes, want %d (a node without pods has no group)", when, len(p.podsByNode), len(want))
 		}
 	}
-	p.groupPods()
-	if got := names("n1"); !slices.Equal(got, []string{"a", "b"}) {
-		t.Errorf("n1 holds %v, want [a b]", got)
+	a, b, c, pending := pod("a", "1", "n1"), pod("b", "2", "n1"), pod("c", "3", "n2"), pod("pending", "4", "")
+	for _, obj := range []*policyinput.Pod{a, b, c, pending} {
+		p.pods.OnAdd(obj, true)
 	}
-	if got := names("n2"); !slices.Equal(got, []string{"c"}) {
-		t.Errorf("n2 holds %v, want [c]", got)
-	}
-	if len(p.podsByNode) != 2 {
-		t.Errorf("grouped under %d nodes, want 2 (an unbound pod belongs to none)", len(p.podsByNode))
-	}
+	check("listed", map[string][]string{"n1": {"a", "b"}, "n2": {"c"}})
 
-	// Next cycle: b is gone, c moved to n1 (a new pod with the same name).
-	if err := p.pods.Delete(pod("b", "n1")); err != nil {
-		t.Fatal(err)
+	p.pods.OnDelete(pod("b", "2", "n1")) // the watch's own copy
+	a2 := pod("a", "1", "n1")
+	p.pods.OnUpdate(a, a2) // a status change
+	p.pods.OnUpdate(pending, pod("pending", "4", "n2"))
+	check("b deleted, pending bound", map[string][]string{"n1": {"a"}, "n2": {"c", "pending"}})
+	if got := p.podsByNode["n1"][0]; got != a2 {
+		t.Errorf("n1 holds %p after the update, want the new record %p", got, a2)
 	}
-	if err := p.pods.Update(pod("c", "n1")); err != nil {
-		t.Fatal(err)
+	// The cycle's copy stays as it was until the next cycle: the
+	// informer's notifications go on while a cycle reads it.
+	a3 := pod("a", "1", "n1")
+	p.pods.OnUpdate(a2, a3)
+	p.pods.OnAdd(pod("d", "7", "n1"), false)
+	if got := p.podsByNode["n1"]; len(got) != 1 || got[0] != a2 {
+		t.Errorf("the cycle's copy changed after it was made: %v", got)
 	}
-	p.groupPods()
-	if got := names("n1"); !slices.Equal(got, []string{"a", "c"}) {
-		t.Errorf("n1 holds %v after the change, want [a c]", got)
-	}
-	if got := names("n2"); got != nil {
-		t.Errorf("n2 holds %v after its pod left, want none", got)
-	}
-	if _, ok := p.podsByNode["n2"]; ok {
-		t.Error("a node without pods keeps its group")
-	}
+	p.pods.OnDelete(pod("d", "7", "n1"))
+
+	// c is deleted and a new c (another UID) takes its name on n1; the
+	// informer missed the deletion and learns it on a relist.
+	p.pods.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/c", Obj: c})
+	p.pods.OnAdd(pod("c", "5", "n1"), false)
+	p.pods.OnDelete(pod("gone", "6", "n3")) // never grouped: nothing happens
+	check("c replaced", map[string][]string{"n1": {"a", "c"}, "n2": {"pending"}})
+	p.pods.OnDelete(pod("pending", "4", "n2"))
+	check("n2 emptied", map[string][]string{"n1": {"a", "c"}})
 }
 
 func TestRefreshBudgetIsTwiceTheSteadyRate(t *testing.T) {
