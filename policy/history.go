@@ -161,9 +161,7 @@ func (ps PodSeries) appendColumns(t, cpu, mem []int64) ([]int64, []int64, []int6
 	if !ps.Live() {
 		return t, cpu, mem
 	}
-	s := ps.s
-	first := s.buf[s.head:min(s.head+s.n, int32(len(s.buf)))]
-	for _, part := range [2][]entry{first, s.buf[:s.n-int32(len(first))]} {
+	for _, part := range ps.s.parts() {
 		for _, e := range part {
 			c, m := e.values()
 			t, cpu, mem = append(t, int64(e.sec)*int64(time.Second)), append(cpu, c), append(mem, m)
@@ -285,13 +283,19 @@ func (s *series) appendTo(dst []Sample) []Sample {
 	if s == nil {
 		return dst
 	}
-	first := s.buf[s.head:min(s.head+s.n, int32(len(s.buf)))]
-	for _, part := range [2][]entry{first, s.buf[:s.n-int32(len(first))]} {
+	for _, part := range s.parts() {
 		for _, e := range part {
 			dst = append(dst, e.sample())
 		}
 	}
 	return dst
+}
+
+// parts returns the entries of s, oldest first, in the two pieces the ring
+// holds them in.
+func (s *series) parts() [2][]entry {
+	first := s.buf[s.head:min(s.head+s.n, int32(len(s.buf)))]
+	return [2][]entry{first, s.buf[:s.n-int32(len(first))]}
 }
 
 func (s *series) push(e entry, maxAge int64, maxCount int) bool {
