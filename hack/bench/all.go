@@ -10,6 +10,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
 
 type allConfig struct {
@@ -233,6 +234,10 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 			r.Note += fmt.Sprintf("; extender mean server time filter %.2f ms, prioritize %.2f ms, bind %.2f ms", m["filter"], m["prioritize"], m["bind"])
 		}
 		r.Note += fmt.Sprintf("; kube-scheduler algorithm time per pod reclaimed %.2f ms, native %.2f ms", sched.Reclaimed.AlgorithmMeanMs, sched.Native.AlgorithmMeanMs)
+		if rc, nc := sched.Reclaimed.CPUPerPodMs, sched.Native.CPUPerPodMs; rc["all"] > 0 && nc["all"] > 0 {
+			r.Note += fmt.Sprintf("; CPU per pod of every process on the machine beyond its background (%.2f cores) reclaimed %.1f ms (kube-scheduler %.1f, extender %.1f, kube-apiserver %.1f), native %.1f ms (kube-scheduler %.1f, extender %.1f, kube-apiserver %.1f)",
+				sched.BackgroundCores["all"], rc["all"], rc[cluster.Scheduler], rc[stack.Extender], rc[cluster.APIServer], nc["all"], nc[cluster.Scheduler], nc[stack.Extender], nc[cluster.APIServer])
+		}
 		for _, p := range []phaseResult{sched.Reclaimed, sched.Native} {
 			if p.Note != "" {
 				r.Note += "; " + p.Kind + ": " + p.Note

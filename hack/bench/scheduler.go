@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,7 +76,14 @@ type phaseResult struct {
 	// pod during the phase (filters and scores, the extender's calls
 	// included: the serial part of a scheduling cycle); 0 if not read.
 	AlgorithmMeanMs float64 `json:"algorithmMeanMs"`
-	Note            string  `json:"note,omitempty"`
+	// CPUPerPodMs: CPU time of each process on the machine during the
+	// phase (the cluster's components, the extender, this bench's pod
+	// creators) beyond its background use (BackgroundCores over the
+	// phase's duration), per pod bound, in ms. Both phases share two
+	// cores, so what a pod costs the machine in all is what bounds the
+	// rate.
+	CPUPerPodMs map[string]float64 `json:"cpuPerPodMs,omitempty"`
+	Note        string             `json:"note,omitempty"`
 }
 
 type schedulerResult struct {
@@ -86,6 +95,9 @@ type schedulerResult struct {
 	Reclaimed   phaseResult `json:"reclaimed"`
 	// Ratio is reclaimed pods/s over native pods/s.
 	Ratio float64 `json:"ratio"`
+	// BackgroundCores: what each process used with no pod being scheduled
+	// (node heartbeats, informers), measured before the timed phases.
+	BackgroundCores map[string]float64 `json:"backgroundCores,omitempty"`
 }
 
 const benchNS = "bench"
@@ -219,13 +231,23 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		order = []bool{true, false}
 	}
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", healthPort)
+	idleFrom, idleStart := b.processCPU(), time.Now()
+	select {
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-time.After(backgroundWindow):
+	}
+	res.BackgroundCores = cpuRate(idleFrom, b.processCPU(), time.Since(idleStart))
+	b.step("background CPU with no pod scheduled, over %s: %.2f cores", backgroundWindow, res.BackgroundCores["all"])
 	for i, reclaimed := range order {
 		before, _ := scrapeVerbTimes(ctx, metricsURL)
 		algoBefore, _ := b.algorithmTime(ctx)
+		cpuBefore, phaseStart := b.processCPU(), time.Now()
 		p, err := b.phase(ctx, "timed", reclaimed, cfg.pods)
 		if err != nil {
 			return nil, err
 		}
+		p.CPUPerPodMs = cpuPerPod(cpuBefore, b.processCPU(), res.BackgroundCores, time.Since(phaseStart), p.Bound)
 		if after, err := scrapeVerbTimes(ctx, metricsURL); err == nil && reclaimed {
 			p.ExtenderMeanMs = meanDelta(before, after)
 		}
@@ -264,11 +286,71 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 	if m := r.Reclaimed.ExtenderMeanMs; len(m) > 0 {
 		fmt.Fprintf(out, "extender mean server time during the reclaimed phase: filter %.2f ms, prioritize %.2f ms, bind %.2f ms\n", m["filter"], m["prioritize"], m["bind"])
 	}
+	if len(r.Reclaimed.CPUPerPodMs) > 0 && len(r.Native.CPUPerPodMs) > 0 {
+		fmt.Fprintf(out, "CPU per pod bound beyond the background, ms, by process (background in cores):\n%-24s %10s %10s %10s\n", "process", "reclaimed", "native", "background")
+		names := slices.Sorted(maps.Keys(r.Reclaimed.CPUPerPodMs))
+		for _, name := range names {
+			fmt.Fprintf(out, "%-24s %10.2f %10.2f %10.2f\n", name, r.Reclaimed.CPUPerPodMs[name], r.Native.CPUPerPodMs[name], r.BackgroundCores[name])
+		}
+	}
 	for _, p := range []phaseResult{r.Reclaimed, r.Native} {
 		if p.Note != "" {
 			fmt.Fprintf(out, "%s: %s\n", p.Kind, p.Note)
 		}
 	}
+}
+
+// benchProcess names this process in CPUPerPodMs.
+const benchProcess = "bench (pod creators)"
+
+// processCPU reads the CPU time used so far by each process that shares the
+// machine during a phase.
+func (b *schedBench) processCPU() map[string]time.Duration {
+	pids := map[string]int{benchProcess: os.Getpid()}
+	for _, name := range []string{cluster.Etcd, cluster.APIServer, cluster.ControllerManager, cluster.Scheduler, cluster.Kwok, stack.Extender} {
+		if p := b.c.Process(name); p != nil {
+			pids[name] = p.PID()
+		}
+	}
+	out := make(map[string]time.Duration, len(pids))
+	for name, pid := range pids {
+		if s, err := readProcStats(pid); err == nil {
+			out[name] = s.CPU
+		}
+	}
+	return out
+}
+
+// backgroundWindow is how long the processes' background use is measured.
+const backgroundWindow = 10 * time.Second
+
+// cpuRate is each process's CPU time between before and after over d, in
+// cores, with their sum under "all". A process missing at either end is
+// left out: its share is unknown.
+func cpuRate(before, after map[string]time.Duration, d time.Duration) map[string]float64 {
+	out := map[string]float64{}
+	var all time.Duration
+	for name, a := range after {
+		if b, ok := before[name]; ok {
+			out[name] = float64(a-b) / float64(d)
+			all += a - b
+		}
+	}
+	out["all"] = float64(all) / float64(d)
+	return out
+}
+
+// cpuPerPod is each process's CPU time between before and after beyond its
+// background rate over the phase's duration d, per pod bound, in ms.
+func cpuPerPod(before, after map[string]time.Duration, background map[string]float64, d time.Duration, pods int) map[string]float64 {
+	if pods == 0 {
+		return nil
+	}
+	out := cpuRate(before, after, d)
+	for name, cores := range out {
+		out[name] = (cores - background[name]) * d.Seconds() * 1000 / float64(pods)
+	}
+	return out
 }
 
 func waitReady(ctx context.Context, c *cluster.Cluster, name, url string, timeout time.Duration) error {

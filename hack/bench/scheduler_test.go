@@ -1,6 +1,7 @@
 package main
 
 import (
+	"maps"
 	"math"
 	"os"
 	"strings"
@@ -97,3 +98,23 @@ time="2026-11-21T21:40:05Z" level=info msg="informers synced"
 		t.Error("a log without gc lines gave a heap size")
 	}
 }
+
+func TestCPUPerPodIsEachProcessesTimeBeyondItsBackgroundPerPod(t *testing.T) {
+	before := map[string]time.Duration{"etcd": time.Second, "kube-apiserver": 2 * time.Second, "gone": time.Second}
+	after := map[string]time.Duration{"etcd": 3 * time.Second, "kube-apiserver": 8 * time.Second, "new": time.Second}
+	// Over 10 s: etcd used 0.2 cores, the apiserver 0.6, 0.8 in all.
+	if got, want := cpuRate(before, after, 10*time.Second), map[string]float64{"etcd": 0.2, "kube-apiserver": 0.6, "all": 0.8}; !maps.EqualFunc(got, want, near) {
+		t.Errorf("cpuRate = %v, want %v (a process missing at either end is left out)", got, want)
+	}
+	// The apiserver's background was 0.1 cores: 1 s of its 6 over 10 s.
+	background := map[string]float64{"kube-apiserver": 0.1, "all": 0.1}
+	got := cpuPerPod(before, after, background, 10*time.Second, 1000)
+	if want := map[string]float64{"etcd": 2, "kube-apiserver": 5, "all": 7}; !maps.EqualFunc(got, want, near) {
+		t.Errorf("cpuPerPod = %v, want %v", got, want)
+	}
+	if got := cpuPerPod(before, after, background, 10*time.Second, 0); got != nil {
+		t.Errorf("no pod bound: %v, want nothing", got)
+	}
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
