@@ -42,11 +42,11 @@ import (
 
 // The publisher benchmarks run Publisher.Cycle on a cluster held in memory:
 // the node store and the pod groups are filled directly (what
-// startInformers' informers would hold after their transforms), node writes go to a fake clientset whose
-// reactor applies them to the node store (what the informer would show
-// next), and metrics.k8s.io is either a list already in memory or a real
-// metrics client decoding protobuf (what the publisher asks for) or JSON
-// from a loopback HTTP server.
+// startInformers' informers would hold after their transforms), node writes
+// go to a fake clientset whose reactor applies them to the node store (what
+// the informer would show next), and metrics.k8s.io is either a list already
+// in memory or a real metrics client decoding protobuf (what the publisher
+// asks for) or JSON from a loopback HTTP server.
 //
 // Goal P4 (docs/design.md#p4-publisher): < 0.5 s CPU per cycle at 5000 nodes / 150,000 pods;
 // steady state <= 1 API write per node per refresh interval.
