@@ -309,11 +309,9 @@ func (s *series) push(e entry, maxAge int64, maxCount int) bool {
 		s.n--
 	}
 	if s.n == size {
-		// Grow by a quarter, to what the allocation's size class holds, up
-		// to maxCount, oldest first. maxCount is sized for the shortest
-		// scrape interval; doubling took a ring to 32 for the 21 samples it
-		// holds at the defaults and the usual 15 s.
-		nb := slices.Grow([]entry(nil), min(len(s.buf)+max(len(s.buf)/4, 4), maxCount))
+		// Grow to what the allocation's size class holds, up to maxCount,
+		// oldest first.
+		nb := slices.Grow([]entry(nil), s.grownSize(maxAge, maxCount))
 		nb = nb[:min(cap(nb), maxCount)]
 		for i := int32(0); i < s.n; i++ {
 			nb[i] = s.buf[(s.head+i)%size]
@@ -323,6 +321,25 @@ func (s *series) push(e entry, maxAge int64, maxCount int) bool {
 	s.buf[(s.head+s.n)%size] = e
 	s.n++
 	return true
+}
+
+// grownSize is the size a full ring grows to. Once it holds a few samples,
+// their spacing says how many maxAge holds, plus one for a sample right at
+// the cutoff and one for jitter in the spacing: maxCount is sized for the
+// shortest scrape interval, and growing by a quarter at a time took a ring
+// to 26 entries, through five smaller ones, for the 21 samples of the
+// defaults at the usual 15 s. Should the spacing shrink later, the ring
+// grows by a quarter at a time.
+func (s *series) grownSize(maxAge int64, maxCount int) int {
+	size := int32(len(s.buf))
+	next := int64(size + max(size/4, 4))
+	if s.n >= 2 {
+		span := int64(s.buf[(s.head+s.n-1)%size].sec) - int64(s.buf[s.head].sec)
+		if span > 0 {
+			next = max(next, maxAge*int64(s.n-1)/span+2)
+		}
+	}
+	return int(min(next, int64(maxCount)))
 }
 
 // limit drops the oldest samples until at most maxCount are left, none older

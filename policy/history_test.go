@@ -268,6 +268,30 @@ func TestHistory(t *testing.T) {
 			}
 		}
 	})
+	t.Run("a ring is sized from the spacing of its samples", func(t *testing.T) {
+		// The defaults: 310 s of history, room for a 10 s scrape interval.
+		for _, tc := range []struct {
+			name     string
+			every    int
+			holds    int32
+			maxSlots int
+		}{
+			{"15 s: 21 samples in the 288-byte size class", 15, 21, 24},
+			{"10 s: the most the history keeps (33, in a 408-byte class)", 10, 32, 34},
+			{"60 s: 6 samples in 96 bytes", 60, 6, 8},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				h := NewHistory(310*time.Second, 33)
+				for i := range 60 {
+					h.AddPod([]byte("p"), Sample{Time: time.Unix(int64(1000+i*tc.every), 0), CPUMilli: int64(i)})
+				}
+				s := h.pods["p"]
+				if s.n != tc.holds || cap(s.buf) > tc.maxSlots {
+					t.Errorf("holds %d samples in %d slots, want %d in at most %d", s.n, cap(s.buf), tc.holds, tc.maxSlots)
+				}
+			})
+		}
+	})
 	t.Run("history feeds Compute", func(t *testing.T) {
 		h := NewHistory(10*time.Minute, 40)
 		h.AddNode("n", smp(30, 3000, 6000))

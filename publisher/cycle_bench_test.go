@@ -277,7 +277,9 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 	}
 	toPod := policyinput.PodRecords(c.names)
 	for _, pod := range c.pods {
-		p.pods.OnAdd(toPod(pod), true)
+		if err := p.pods.Add(toPod(pod)); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	p.nodes = corelisters.NewNodeLister(nodeStore)
 	w := &writeCounter{}

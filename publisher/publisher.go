@@ -52,7 +52,7 @@ type Publisher struct {
 	evictor  *eviction.Controller
 
 	nodes     corelisters.NodeLister
-	pods      *podGroups
+	pods      *podStore
 	hasSynced []cache.InformerSynced
 
 	config atomic.Pointer[policy.Config]
@@ -129,11 +129,7 @@ func (o *Options) Run(ctx context.Context) error {
 	wg.Add(2)
 	go func() { defer wg.Done(); errc <- health.Serve(ctx, o.HealthAddress) }()
 	go func() { defer wg.Done(); file.Run(ctx) }()
-	if err := p.startInformers(ctx); err != nil {
-		cancel()
-		wg.Wait()
-		return err
-	}
+	p.startInformers(ctx)
 
 	run := func(ctx context.Context) {
 		p.leading.Store(true)
@@ -169,7 +165,7 @@ func (o *Options) Run(ctx context.Context) error {
 // New builds a publisher without starting it.
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
-		published: map[string]bool{}, parsed: map[string]parsed{}, pods: newPodGroups(), podsByNode: map[string][]*policyinput.Pod{}}
+		published: map[string]bool{}, parsed: map[string]parsed{}, pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
 		Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
@@ -177,12 +173,13 @@ func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, re
 	return p
 }
 
-// startInformers starts the node and pod informers. Both are fed through
-// compactlist, so the informers hold trimmed Nodes and policyinput.Pod
+// startInformers starts the node informer and the pod reflector. Both are
+// fed through compactlist, so they hold trimmed Nodes and policyinput.Pod
 // records, and listing 150,000 pods never holds more than a page of full
 // Pods. Finished pods hold nothing (the policy skips them), and a cluster
-// keeps many: the apiserver leaves them out.
-func (p *Publisher) startInformers(ctx context.Context) error {
+// keeps many: the apiserver leaves them out. Pods go to the publisher's own
+// store (podStore), nodes to an informer's, read through a lister.
+func (p *Publisher) startInformers(ctx context.Context) {
 	core := p.client.CoreV1()
 	podLW := compactlist.New(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -202,18 +199,12 @@ func (p *Publisher) startInformers(ctx context.Context) error {
 			return core.Nodes().Watch(ctx, o)
 		},
 	}, trimNode(p.names))
-	podInf := cache.NewSharedIndexInformerWithOptions(podLW, &policyinput.Pod{}, cache.SharedIndexInformerOptions{ObjectDescription: "pods"})
+	pods := cache.NewReflectorWithOptions(podLW, &policyinput.Pod{}, p.pods, cache.ReflectorOptions{Name: "pods", TypeDescription: "pods"})
 	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &corev1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
 	p.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
-	grouped, err := podInf.AddEventHandler(p.pods)
-	if err != nil {
-		return fmt.Errorf("grouping pods by node: %w", err)
-	}
-	// Synced once the groups, not only the store, hold the initial list.
-	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, grouped.HasSynced}
+	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, p.pods.hasSynced}
 	go nodeInf.RunWithContext(ctx)
-	go podInf.RunWithContext(ctx)
-	return nil
+	go pods.RunWithContext(ctx)
 }
 
 // trimNode keeps only what the publisher reads of a Node: a kubelet's Node

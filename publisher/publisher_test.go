@@ -92,9 +92,7 @@ func newTestPublisherWithRegistry(t *testing.T, ctx context.Context, o *Options,
 	}
 	client := fake.NewSimpleClientset(objs...)
 	p := New(o, client, mc, reg)
-	if err := p.startInformers(ctx); err != nil {
-		t.Fatal(err)
-	}
+	p.startInformers(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
 		t.Fatal("informers not synced")
 	}
@@ -469,14 +467,14 @@ func TestTrimNodeKeepsWhatEvaluateReads(t *testing.T) {
 	}
 }
 
-// The groups follow the informer's notifications as client-go sends them:
-// an update carries the record the store held, a deletion the pod as the
-// watch last saw it (a record of its own) or a tombstone.
-func TestGroupPodsFollowsTheInformerFromCycleToCycle(t *testing.T) {
+// The store follows the reflector as client-go drives it: additions,
+// updates and deletions from the watch (a deletion carries the pod as the
+// watch last saw it, a record of its own), and whole listings on a relist.
+func TestPodStoreFollowsTheReflectorFromCycleToCycle(t *testing.T) {
 	pod := func(name, uid, node string) *policyinput.Pod {
 		return &policyinput.Pod{Namespace: "ns", Name: name, UID: types.UID(uid), NodeName: node}
 	}
-	p := &Publisher{pods: newPodGroups(), podsByNode: map[string][]*policyinput.Pod{}}
+	p := &Publisher{pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
 	names := func(node string) []string {
 		var out []string
 		for _, pod := range p.podsOn(node) {
@@ -497,38 +495,56 @@ func TestGroupPodsFollowsTheInformerFromCycleToCycle(t *testing.T) {
 			t.Errorf("%s: grouped under %d nodes, want %d (a node without pods has no group)", when, len(p.podsByNode), len(want))
 		}
 	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if p.pods.hasSynced() {
+		t.Fatal("synced before the first listing")
+	}
 	a, b, c, pending := pod("a", "1", "n1"), pod("b", "2", "n1"), pod("c", "3", "n2"), pod("pending", "4", "")
-	for _, obj := range []*policyinput.Pod{a, b, c, pending} {
-		p.pods.OnAdd(obj, true)
+	must(p.pods.Replace([]any{a, b, c, pending}, "10"))
+	if !p.pods.hasSynced() {
+		t.Error("not synced after the first listing")
 	}
 	check("listed", map[string][]string{"n1": {"a", "b"}, "n2": {"c"}})
 
-	p.pods.OnDelete(pod("b", "2", "n1")) // the watch's own copy
+	must(p.pods.Delete(pod("b", "2", "n1"))) // the watch's own copy
 	a2 := pod("a", "1", "n1")
-	p.pods.OnUpdate(a, a2) // a status change
-	p.pods.OnUpdate(pending, pod("pending", "4", "n2"))
+	must(p.pods.Update(a2)) // a status change
+	must(p.pods.Update(pod("pending", "4", "n2")))
 	check("b deleted, pending bound", map[string][]string{"n1": {"a"}, "n2": {"c", "pending"}})
 	if got := p.podsByNode["n1"][0]; got != a2 {
 		t.Errorf("n1 holds %p after the update, want the new record %p", got, a2)
 	}
 	// The cycle's copy stays as it was until the next cycle: the
-	// informer's notifications go on while a cycle reads it.
-	a3 := pod("a", "1", "n1")
-	p.pods.OnUpdate(a2, a3)
-	p.pods.OnAdd(pod("d", "7", "n1"), false)
+	// reflector goes on while a cycle reads it.
+	must(p.pods.Update(pod("a", "1", "n1")))
+	must(p.pods.Add(pod("d", "7", "n1")))
 	if got := p.podsByNode["n1"]; len(got) != 1 || got[0] != a2 {
 		t.Errorf("the cycle's copy changed after it was made: %v", got)
 	}
-	p.pods.OnDelete(pod("d", "7", "n1"))
+	must(p.pods.Delete(pod("d", "7", "n1")))
+	must(p.pods.Delete(pod("gone", "6", "n3"))) // never stored: nothing happens
+	must(p.pods.Delete(pod("unbound", "8", "")))
+	check("d come and gone", map[string][]string{"n1": {"a"}, "n2": {"c", "pending"}})
 
-	// c is deleted and a new c (another UID) takes its name on n1; the
-	// informer missed the deletion and learns it on a relist.
-	p.pods.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/c", Obj: c})
-	p.pods.OnAdd(pod("c", "5", "n1"), false)
-	p.pods.OnDelete(pod("gone", "6", "n3")) // never grouped: nothing happens
-	check("c replaced", map[string][]string{"n1": {"a", "c"}, "n2": {"pending"}})
-	p.pods.OnDelete(pod("pending", "4", "n2"))
+	// The watch broke while c was deleted and a new c (another UID) took
+	// its name on n1: the relist replaces everything.
+	c5 := pod("c", "5", "n1")
+	must(p.pods.Replace([]any{pod("a", "1", "n1"), c5, pod("pending", "4", "n2")}, "20"))
+	check("relisted", map[string][]string{"n1": {"a", "c"}, "n2": {"pending"}})
+	if i := slices.Index(p.podsByNode["n1"], c5); i < 0 {
+		t.Errorf("n1 does not hold the relisted c: %v", p.podsByNode["n1"])
+	}
+	must(p.pods.Delete(pod("pending", "4", "n2")))
 	check("n2 emptied", map[string][]string{"n1": {"a", "c"}})
+
+	if err := p.pods.Add(&corev1.Pod{}); err == nil {
+		t.Error("a full Pod was stored; the store takes only records")
+	}
 }
 
 func TestRefreshBudgetIsTwiceTheSteadyRate(t *testing.T) {
