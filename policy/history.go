@@ -11,9 +11,11 @@ import (
 // publisher: at most maxCount samples per series, none older than maxAge
 // relative to the series' newest sample (or to now, on Prune).
 //
-// Samples are stored compactly, in 12 bytes (see entry): the history is the
+// Samples are stored compactly, in 10 bytes (see entry): the history is the
 // largest part of a publisher's heap, some 21 samples for each of 150,000 pods
-// at 5,000 nodes with the default window and a 15 s metrics resolution.
+// at 5,000 nodes with the default window and a 15 s metrics resolution. For
+// that, a history keeps at most MaxHistoryAge, 18 hours, and at most 32,767
+// samples per series.
 //
 // A series only grows: a sample that is not newer (by whole seconds) than the
 // series' newest sample is dropped, so adding the same metrics twice is
@@ -30,19 +32,26 @@ type History struct {
 	podSweep int64
 }
 
-// entry is a sample in 12 bytes rather than 16 (a uint64 field would align
-// the struct to 8): the time in whole Unix seconds (rounded down, which only
-// makes a sample look older; metrics.k8s.io timestamps are whole seconds in
-// JSON anyway), then CPU and memory packed into 64 bits split in two words.
-// CPU takes the low cpuBits (up to 4,194 cores), memory the rest: in bytes
-// below 2 TiB, exactly, and above that in KiB rounded up (up to 2 PiB), so
-// that large nodes lose no more than a KiB and no usage is stored as less
-// than it was. Negative values are stored as zero, larger ones as the
-// largest.
+// entry is a sample in 10 bytes rather than 16 (a uint64 field would align
+// the struct to 8, and a full Unix second take 4 bytes): the low 16 bits of
+// its time in whole Unix seconds (rounded down, which only makes a sample
+// look older; metrics.k8s.io timestamps are whole seconds in JSON anyway),
+// which with the series' newest second give the whole time, as no entry is
+// kept more than MaxHistoryAge before the newest; then CPU and memory packed
+// into 64 bits split in four words. CPU takes the low cpuBits (up to 4,194
+// cores), memory the rest: in bytes below 2 TiB, exactly, and above that in
+// KiB rounded up (up to 2 PiB), so that large nodes lose no more than a KiB
+// and no usage is stored as less than it was. Negative values are stored as
+// zero, larger ones as the largest.
 type entry struct {
-	sec    uint32
-	lo, hi uint32
+	sec uint16
+	v   [4]uint16
 }
+
+// MaxHistoryAge is the most a History keeps: an entry keeps 16 bits of its
+// time. The policy reads an hour at most (its longest window) and the stale
+// window beyond it.
+const MaxHistoryAge = math.MaxUint16 * time.Second
 
 const (
 	cpuBits   = 22
@@ -52,21 +61,24 @@ const (
 	memKiBBit = uint64(1) << 63
 )
 
-// series is a ring buffer: buf[head] is the oldest of n entries. int32
-// indices keep the header in 32 bytes, one per pod.
+// series is a ring buffer: buf[head] is the oldest of n entries, newest the
+// Unix second of the newest. int16 indices keep the header in 32 bytes, one
+// per pod.
 type series struct {
 	buf     []entry
-	head, n int32
+	head, n int16
+	newest  uint32
 }
 
 // NewHistory returns an empty history keeping at most maxCount samples (at
-// least 1) no older than maxAge (at least one second) per series. Size it from
+// least 1, at most 32,767) no older than maxAge (at least one second, at most
+// MaxHistoryAge) per series. Size it from
 // the configuration: maxAge >= Config.MaxWindow() and maxCount >= maxAge /
 // period + 1.
 func NewHistory(maxAge time.Duration, maxCount int) *History {
 	return &History{
-		maxAge:   max(int64(maxAge/time.Second), 1),
-		maxCount: min(max(maxCount, 1), math.MaxInt32),
+		maxAge:   historyAge(maxAge),
+		maxCount: historyCount(maxCount),
 		nodes:    make(map[string]*series),
 		pods:     make(map[string]*series),
 	}
@@ -80,8 +92,8 @@ func NewHistory(maxAge time.Duration, maxCount int) *History {
 func (h *History) Resize(maxAge time.Duration, maxCount int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.maxAge = max(int64(maxAge/time.Second), 1)
-	h.maxCount = min(max(maxCount, 1), math.MaxInt32)
+	h.maxAge = historyAge(maxAge)
+	h.maxCount = historyCount(maxCount)
 	for _, m := range []map[string]*series{h.nodes, h.pods} {
 		for _, s := range m {
 			s.limit(h.maxAge, h.maxCount)
@@ -89,12 +101,18 @@ func (h *History) Resize(maxAge time.Duration, maxCount int) {
 	}
 }
 
+func historyAge(d time.Duration) int64 {
+	return int64(min(max(d, time.Second), MaxHistoryAge) / time.Second)
+}
+
+func historyCount(n int) int { return min(max(n, 1), math.MaxInt16) }
+
 // AddNode records a usage sample of the named node and reports whether it was
 // new.
 func (h *History) AddNode(name string, s Sample) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return seriesOf(h.nodes, name).push(newEntry(s), h.maxAge, h.maxCount)
+	return seriesOf(h.nodes, name).push(s, h.maxAge, h.maxCount)
 }
 
 // AddPod records a usage sample of the pod with the given key and reports
@@ -108,7 +126,7 @@ func (h *History) AddPod(key []byte, s Sample) bool {
 	if sr == nil {
 		sr = seriesOf(h.pods, string(key))
 	}
-	return sr.push(newEntry(s), h.maxAge, h.maxCount)
+	return sr.push(s, h.maxAge, h.maxCount)
 }
 
 // AppendNode appends the node's samples, oldest first, to dst (times in UTC).
@@ -164,7 +182,7 @@ func (ps PodSeries) appendColumns(t, cpu, mem []int64) ([]int64, []int64, []int6
 	for _, part := range ps.s.parts() {
 		for _, e := range part {
 			c, m := e.values()
-			t, cpu, mem = append(t, int64(e.sec)*int64(time.Second)), append(cpu, c), append(mem, m)
+			t, cpu, mem = append(t, ps.s.secOf(e)*int64(time.Second)), append(cpu, c), append(mem, m)
 		}
 	}
 	return t, cpu, mem
@@ -226,6 +244,9 @@ func (h *History) Len() (nodes, pods int) {
 	return len(h.nodes), len(h.pods)
 }
 
+// sampleSecond is the Unix second of s as a series keeps it.
+func sampleSecond(s Sample) uint32 { return uint32(clampInt(s.Time.Unix(), 0, math.MaxUint32)) }
+
 func newEntry(s Sample) entry {
 	v := uint64(clampInt(s.CPUMilli, 0, cpuMax))
 	switch mem := uint64(max(s.MemoryBytes, 0)); {
@@ -234,17 +255,22 @@ func newEntry(s Sample) entry {
 	default:
 		v |= memKiBBit | min((mem+1023)/1024, memMax)<<cpuBits
 	}
-	return entry{sec: uint32(clampInt(s.Time.Unix(), 0, math.MaxUint32)), lo: uint32(v), hi: uint32(v >> 32)}
+	return entry{sec: uint16(sampleSecond(s)), v: [4]uint16{uint16(v), uint16(v >> 16), uint16(v >> 32), uint16(v >> 48)}}
 }
 
-func (e entry) sample() Sample {
+// secOf is the Unix second of e, an entry of s.
+func (s *series) secOf(e entry) int64 {
+	return int64(s.newest - uint32(uint16(s.newest)-e.sec))
+}
+
+func (s *series) sample(e entry) Sample {
 	cpu, mem := e.values()
-	return Sample{Time: time.Unix(int64(e.sec), 0).UTC(), CPUMilli: cpu, MemoryBytes: mem}
+	return Sample{Time: time.Unix(s.secOf(e), 0).UTC(), CPUMilli: cpu, MemoryBytes: mem}
 }
 
 // values returns the CPU (millicores) and memory (bytes) of e.
 func (e entry) values() (cpu, mem int64) {
-	v := uint64(e.hi)<<32 | uint64(e.lo)
+	v := uint64(e.v[0]) | uint64(e.v[1])<<16 | uint64(e.v[2])<<32 | uint64(e.v[3])<<48
 	m := v &^ memKiBBit >> cpuBits
 	if v&memKiBBit != 0 {
 		m *= 1024
@@ -285,7 +311,7 @@ func (s *series) appendTo(dst []Sample) []Sample {
 	}
 	for _, part := range s.parts() {
 		for _, e := range part {
-			dst = append(dst, e.sample())
+			dst = append(dst, s.sample(e))
 		}
 	}
 	return dst
@@ -294,32 +320,35 @@ func (s *series) appendTo(dst []Sample) []Sample {
 // parts returns the entries of s, oldest first, in the two pieces the ring
 // holds them in.
 func (s *series) parts() [2][]entry {
-	first := s.buf[s.head:min(s.head+s.n, int32(len(s.buf)))]
-	return [2][]entry{first, s.buf[:s.n-int32(len(first))]}
+	first := s.buf[s.head:min(int(s.head)+int(s.n), len(s.buf))]
+	return [2][]entry{first, s.buf[:int(s.n)-len(first)]}
 }
 
-func (s *series) push(e entry, maxAge int64, maxCount int) bool {
-	size := int32(len(s.buf))
-	if s.n > 0 && e.sec <= s.buf[(s.head+s.n-1)%size].sec {
+func (s *series) push(smp Sample, maxAge int64, maxCount int) bool {
+	sec := sampleSecond(smp)
+	if s.n > 0 && sec <= s.newest {
 		return false
 	}
-	s.dropBefore(int64(e.sec) - maxAge)
+	// Dropped before newest moves on: the entries left are within maxAge,
+	// so within 16 bits, of the new newest.
+	s.dropBefore(int64(sec) - maxAge)
 	if int(s.n) == maxCount {
-		s.head = (s.head + 1) % size
+		s.head = int16((int(s.head) + 1) % len(s.buf))
 		s.n--
 	}
-	if s.n == size {
+	if int(s.n) == len(s.buf) {
 		// Grow to what the allocation's size class holds, up to maxCount,
 		// oldest first.
 		nb := slices.Grow([]entry(nil), s.grownSize(maxAge, maxCount))
 		nb = nb[:min(cap(nb), maxCount)]
-		for i := int32(0); i < s.n; i++ {
-			nb[i] = s.buf[(s.head+i)%size]
+		for i, part := 0, s.parts(); i < 2; i++ {
+			copy(nb[len(part[0])*i:], part[i])
 		}
-		s.buf, s.head, size = nb, 0, int32(len(nb))
+		s.buf, s.head = nb, 0
 	}
-	s.buf[(s.head+s.n)%size] = e
+	s.buf[(int(s.head)+int(s.n))%len(s.buf)] = newEntry(smp)
 	s.n++
+	s.newest = sec
 	return true
 }
 
@@ -331,11 +360,10 @@ func (s *series) push(e entry, maxAge int64, maxCount int) bool {
 // defaults at the usual 15 s. Should the spacing shrink later, the ring
 // grows by a quarter at a time.
 func (s *series) grownSize(maxAge int64, maxCount int) int {
-	size := int32(len(s.buf))
-	next := int64(size + max(size/4, 4))
+	size := int64(len(s.buf))
+	next := size + max(size/4, 4)
 	if s.n >= 2 {
-		span := int64(s.buf[(s.head+s.n-1)%size].sec) - int64(s.buf[s.head].sec)
-		if span > 0 {
+		if span := int64(s.newest) - s.secOf(s.buf[s.head]); span > 0 {
 			next = max(next, maxAge*int64(s.n-1)/span+2)
 		}
 	}
@@ -348,24 +376,23 @@ func (s *series) limit(maxAge int64, maxCount int) {
 	if s.n == 0 {
 		return
 	}
-	size := int32(len(s.buf))
-	s.dropBefore(int64(s.buf[(s.head+s.n-1)%size].sec) - maxAge)
+	s.dropBefore(int64(s.newest) - maxAge)
 	for int(s.n) > maxCount {
-		s.head = (s.head + 1) % size
+		s.head = int16((int(s.head) + 1) % len(s.buf))
 		s.n--
 	}
 	if len(s.buf) > maxCount {
 		nb := make([]entry, maxCount)
-		for i := int32(0); i < s.n; i++ {
-			nb[i] = s.buf[(s.head+i)%size]
+		for i, part := 0, s.parts(); i < 2; i++ {
+			copy(nb[len(part[0])*i:], part[i])
 		}
 		s.buf, s.head = nb, 0
 	}
 }
 
 func (s *series) dropBefore(cutoff int64) {
-	for s.n > 0 && int64(s.buf[s.head].sec) < cutoff {
-		s.head = (s.head + 1) % int32(len(s.buf))
+	for s.n > 0 && s.secOf(s.buf[s.head]) < cutoff {
+		s.head = int16((int(s.head) + 1) % len(s.buf))
 		s.n--
 	}
 }

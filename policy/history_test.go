@@ -193,9 +193,9 @@ func TestHistory(t *testing.T) {
 	})
 	t.Run("a sample and a series header stay compact", func(t *testing.T) {
 		// The history is most of a publisher's heap: 150,000 pods at 5,000
-		// nodes have a header and some 29 entries each.
-		if got := unsafe.Sizeof(entry{}); got != 12 {
-			t.Errorf("entry takes %d bytes, want 12", got)
+		// nodes have a header and a ring of some 22 entries each.
+		if got := unsafe.Sizeof(entry{}); got != 10 {
+			t.Errorf("entry takes %d bytes, want 10", got)
 		}
 		if got := unsafe.Sizeof(series{}); got != 32 {
 			t.Errorf("series header takes %d bytes, want 32", got)
@@ -268,17 +268,47 @@ func TestHistory(t *testing.T) {
 			}
 		}
 	})
+	t.Run("times survive the wrap of the 16 bits an entry keeps", func(t *testing.T) {
+		wrap := (int64(1_795_000_000)/65536 + 1) * 65536
+		h := NewHistory(5*time.Minute, 40)
+		var want []Sample
+		for i := range 8 {
+			s := Sample{Time: time.Unix(wrap-45+int64(i)*15, 0).UTC(), CPUMilli: int64(i), MemoryBytes: int64(i)}
+			h.AddPod([]byte("p"), s)
+			want = append(want, s)
+		}
+		if got := appendPod(h, nil, []byte("p")); !slices.Equal(got, want) {
+			t.Errorf("across %d: got %v, want %v", wrap, got, want)
+		}
+		h.Prune(time.Unix(wrap+270, 0)) // the cutoff falls on the second sample
+		if got := appendPod(h, nil, []byte("p")); len(got) != 7 || !got[0].Time.Equal(want[1].Time) {
+			t.Errorf("pruned 270 s after %d: got %v, want all but the first", wrap, got)
+		}
+	})
+	t.Run("a history keeps at most MaxHistoryAge", func(t *testing.T) {
+		base := int64(1_795_000_000)
+		h := NewHistory(24*time.Hour, 100)
+		var want []Sample
+		for _, at := range []int64{0, 4464, 4465, 40000, 65535, 70000} {
+			s := Sample{Time: time.Unix(base+at, 0).UTC(), CPUMilli: at}
+			h.AddNode("n", s)
+			want = append(want, s)
+		}
+		if got := h.AppendNode(nil, "n"); !slices.Equal(got, want[2:]) {
+			t.Errorf("got %v, want the samples no more than %s before the newest: %v", got, MaxHistoryAge, want[2:])
+		}
+	})
 	t.Run("a ring is sized from the spacing of its samples", func(t *testing.T) {
 		// The defaults: 310 s of history, room for a 10 s scrape interval.
 		for _, tc := range []struct {
 			name     string
 			every    int
-			holds    int32
+			holds    int16
 			maxSlots int
 		}{
-			{"15 s: 21 samples in the 288-byte size class", 15, 21, 24},
-			{"10 s: the most the history keeps (33, in a 408-byte class)", 10, 32, 34},
-			{"60 s: 6 samples in 96 bytes", 60, 6, 8},
+			{"15 s: 21 samples in the 224-byte size class", 15, 21, 22},
+			{"10 s: the most the history keeps (33, in the 352-byte class)", 10, 32, 35},
+			{"60 s: 6 samples in the 80-byte class", 60, 6, 8},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				h := NewHistory(310*time.Second, 33)
