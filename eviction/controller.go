@@ -189,7 +189,7 @@ func (c *Controller) candidates(node string, now time.Time) []Candidate {
 			continue // finished, or a regular pod: never touched
 		}
 		cand := Candidate{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Reclaimed: p.Reclaimed,
-			Created: p.Created, Leaving: p.Deleting, Priority: p.Priority,
+			Created: p.CreationTime(), Leaving: p.Deleting, Priority: p.Priority,
 			Excluded: c.refused.IsInBackOffSinceUpdate(string(p.UID), now)}
 		if at, ok := c.dryRun[p.UID]; ok && now.Sub(at) < c.opts.Grace {
 			cand.Leaving = true

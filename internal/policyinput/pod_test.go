@@ -3,6 +3,7 @@ package policyinput
 import (
 	"testing"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,15 +38,26 @@ func TestNewPodKeepsWhatThePolicyAndEvictionRead(t *testing.T) {
 	}
 	got := NewPod(n, full)
 	want := Pod{
-		Namespace: "batch", Name: "p", UID: "u1", ResourceVersion: "42", Created: created.Time, Deleting: true,
+		Namespace: "batch", Name: "p", UID: "u1", ResourceVersion: "42", Created: created.Unix(), Deleting: true,
 		NodeName: "n1",
 		// max(500m + sidecar 0, init 3000m) + overhead; memory 64Mi + overhead.
 		Requests:  reclaimable.Resources{CPUMilli: 3010, MemoryBytes: 65 << 20},
 		Reclaimed: reclaimable.Resources{CPUMilli: 2000, MemoryBytes: 1024},
-		StartTime: started.Time, Priority: -50,
+		Started:   started.Unix(), Priority: -50,
 	}
 	if *got != want {
 		t.Errorf("NewPod = %+v\nwant     %+v", *got, want)
+	}
+	if !got.CreationTime().Equal(created.Time) || !got.StartTime().Equal(started.Time) {
+		t.Errorf("created %v, started %v; want %v, %v", got.CreationTime(), got.StartTime(), created.Time, started.Time)
+	}
+	full.Status.StartTime = nil
+	if st := NewPod(n, full).StartTime(); !st.IsZero() {
+		t.Errorf("a pod kubelet has not started started at %v", st)
+	}
+	// 150,000 records at 5,000 nodes: the record is a size class of its own.
+	if size := unsafe.Sizeof(Pod{}); size != 144 {
+		t.Errorf("a record takes %d bytes, want 144", size)
 	}
 	for _, phase := range []corev1.PodPhase{corev1.PodSucceeded, corev1.PodFailed} {
 		full.Status.Phase = phase

@@ -152,7 +152,7 @@ func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held r
 		}
 		held = held.Add(pod.Reclaimed)
 		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), StartTime: pod.StartTime}
+			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), StartTime: pod.StartTime()}
 		if a.hist != nil {
 			if !pod.series.Live() {
 				a.key = appendPodKey(a.key[:0], pod.Namespace, pod.Name)
