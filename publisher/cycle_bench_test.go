@@ -20,12 +20,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	k8sprotobuf "k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -267,11 +265,14 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 	}
 	client := fake.NewClientset()
 	p := New(o, client, mc, prometheus.NewRegistry())
+	// The API's Nodes, patched by the reactor below, and the informer's
+	// records of them.
 	nodeStore := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	toNode := trimNode(c.names)
+	toNode := nodeRecords(c.names, func(name string) *nodeRecord { return storedNode(nodeStore, name) })
+	full := make(map[string]*corev1.Node, len(c.nodes))
 	for _, n := range c.nodes {
-		kept := toNode(n.DeepCopy())
-		if err := nodeStore.Add(kept); err != nil {
+		full[n.Name] = n.DeepCopy()
+		if err := nodeStore.Add(toNode(n.DeepCopy())); err != nil {
 			tb.Fatal(err)
 		}
 	}
@@ -281,15 +282,14 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 			tb.Fatal(err)
 		}
 	}
-	p.nodes = corelisters.NewNodeLister(nodeStore)
+	p.nodes = nodeStore
 	w := &writeCounter{}
 	client.PrependReactor("patch", "nodes", func(a clienttesting.Action) (bool, k8sruntime.Object, error) {
 		pa := a.(clienttesting.PatchAction)
-		obj, ok, err := nodeStore.GetByKey(pa.GetName())
-		if err != nil || !ok {
+		node, ok := full[pa.GetName()]
+		if !ok {
 			return true, nil, fmt.Errorf("node %s not found", pa.GetName())
 		}
-		node := obj.(*corev1.Node).DeepCopy()
 		var patch struct {
 			Metadata struct {
 				Annotations map[string]string `json:"annotations"`
@@ -324,7 +324,9 @@ func newBenchPublisher(tb testing.TB, c *benchCluster, mc metricsclient.Interfac
 				node.Annotations[k] = v
 			}
 		}
-		return true, node, nodeStore.Update(node)
+		// The record reads the patched maps as they are now and shares only
+		// the labels, which no patch changes.
+		return true, node, nodeStore.Update(toNode(node))
 	})
 	return p, w
 }
@@ -516,13 +518,10 @@ func simulateWrites(tb testing.TB, noise float64) (*writesResult, error) {
 	r.count = w.writes.Load() - w0
 	r.writes = float64(r.count) / per
 	r.annotation, r.status = float64(w.annotation.Load()-a0)/per, float64(w.status.Load()-s0)/per
-	nodes, err := p.nodes.List(labels.Everything())
-	if err != nil {
-		return nil, err
-	}
+	nodes := p.nodes.List()
 	nz := 0
-	for _, n := range nodes {
-		if a, err := reclaimable.Parse(n.Annotations[c.names.Annotation]); err == nil && a.CPUMilli > 0 && a.MemoryBytes > 0 {
+	for _, obj := range nodes {
+		if a := obj.(*nodeRecord).Published; a != nil && a.Values.CPUMilli > 0 && a.Values.MemoryBytes > 0 {
 			nz++
 		}
 	}

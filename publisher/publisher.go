@@ -17,14 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -51,7 +49,7 @@ type Publisher struct {
 	m        *metrics
 	evictor  *eviction.Controller
 
-	nodes     corelisters.NodeLister
+	nodes     cache.Store
 	pods      *podStore
 	hasSynced []cache.InformerSynced
 
@@ -71,8 +69,6 @@ type Publisher struct {
 	firstCycleDone atomic.Bool
 	// published remembers which nodes have per-node gauges, to delete them.
 	published map[string]bool
-	// parsed caches what each node's annotation says (cycle goroutine only).
-	parsed map[string]parsed
 }
 
 // Run starts the publisher and blocks until ctx ends.
@@ -165,7 +161,7 @@ func (o *Options) Run(ctx context.Context) error {
 // New builds a publisher without starting it.
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
-		published: map[string]bool{}, parsed: map[string]parsed{}, pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
+		published: map[string]bool{}, pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
 		Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
@@ -198,45 +194,13 @@ func (p *Publisher) startInformers(ctx context.Context) {
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return core.Nodes().Watch(ctx, o)
 		},
-	}, trimNode(p.names))
+	}, nodeRecords(p.names, func(name string) *nodeRecord { return storedNode(p.nodes, name) }))
 	pods := cache.NewReflectorWithOptions(podLW, &policyinput.Pod{}, p.pods, cache.ReflectorOptions{Name: "pods", TypeDescription: "pods"})
-	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &corev1.Node{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
-	p.nodes = corelisters.NewNodeLister(nodeInf.GetIndexer())
+	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &nodeRecord{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
+	p.nodes = nodeInf.GetIndexer()
 	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, p.pods.hasSynced}
 	go nodeInf.RunWithContext(ctx)
 	go pods.RunWithContext(ctx)
-}
-
-// trimNode keeps only what the publisher reads of a Node: a kubelet's Node
-// carries its images, conditions and addresses, kilobytes each, and the
-// publisher needs the name, labels (pools), its own annotation and four
-// entries of the capacity and allocatable lists (native and reclaimed cpu
-// and memory).
-func trimNode(names reclaimable.Names) func(runtime.Object) runtime.Object {
-	keys := []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory, names.CPU, names.Memory}
-	keep := func(l corev1.ResourceList) corev1.ResourceList {
-		out := make(corev1.ResourceList, len(keys))
-		for _, k := range keys {
-			if q, ok := l[k]; ok {
-				out[k] = q
-			}
-		}
-		return out
-	}
-	return func(obj runtime.Object) runtime.Object {
-		node, ok := obj.(*corev1.Node)
-		if !ok {
-			return obj
-		}
-		out := &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: node.Name, UID: node.UID, ResourceVersion: node.ResourceVersion, Labels: node.Labels},
-			Status:     corev1.NodeStatus{Capacity: keep(node.Status.Capacity), Allocatable: keep(node.Status.Allocatable)},
-		}
-		if v, ok := node.Annotations[names.Annotation]; ok {
-			out.Annotations = map[string]string{names.Annotation: v}
-		}
-		return out
-	}
 }
 
 func (p *Publisher) leaderElector(parent context.Context, run func(context.Context), cancel context.CancelFunc) (*leaderelection.LeaderElector, error) {
@@ -304,16 +268,16 @@ func (p *Publisher) Cycle(ctx context.Context) {
 	p.collect(ctx)
 	cfg := p.config.Load()
 	now := time.Now()
-	nodes, err := p.nodes.List(labels.Everything())
-	if err != nil {
-		logrus.WithError(err).Error("listing nodes from cache")
-		return
-	}
+	nodes := p.nodes.List()
 	p.groupPods()
 	outcomes := make([]outcome, 0, len(nodes))
 	zero := map[string]int{}
 	seen := make(map[string]bool, len(nodes))
-	for _, node := range nodes {
+	for _, obj := range nodes {
+		node, ok := obj.(*nodeRecord)
+		if !ok {
+			continue
+		}
 		seen[node.Name] = true
 		w, res, room := p.evaluate(node, cfg, now)
 		if res.ZeroReason != "" {
@@ -431,13 +395,13 @@ type write struct {
 
 // evaluate decides what to write for one node, if anything, and returns the
 // room the node carries once that is written.
-func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Time) (*write, policy.Result, reclaimable.Resources) {
+func (p *Publisher) evaluate(node *nodeRecord, cfg *policy.Config, now time.Time) (*write, policy.Result, reclaimable.Resources) {
 	settings, pool := cfg.For(node.Labels)
-	in, held := p.input(node)
+	in, held := p.assembler.Node(node.Name, node.Capacity, node.Allocatable, p.podsByNode[node.Name])
 	res := p.calc.Compute(&in, settings, now, p.opts.MetricsStaleAfter)
 	p.evictor.Observe(node.Name, res, held)
 
-	obs := policy.Observed{Status: p.statusValues(node), Held: held, Published: p.annotated(node)}
+	obs := policy.Observed{Status: node.Status, Held: held, Published: node.Published}
 	d := policy.Decide(obs, res.Resources, now, policy.Gate{ChangeThreshold: settings.ChangeThreshold,
 		DecreaseThreshold: p.opts.DecreaseThreshold, Refresh: p.opts.RefreshInterval})
 	if !d.Writes() {
@@ -462,54 +426,6 @@ func (p *Publisher) evaluate(node *corev1.Node, cfg *policy.Config, now time.Tim
 	return w, res, d.Values
 }
 
-// annotated returns what the node's annotation says (nil when it has none
-// or it does not parse), from a cache keyed by the annotation's text: the
-// text changes once per publish, while the Node's resourceVersion moves on
-// every kubelet heartbeat, so the JSON is parsed once per publish instead of
-// once per node and cycle. The cache keeps the three values the gate reads,
-// not the annotation's explanation.
-func (p *Publisher) annotated(node *corev1.Node) *policy.Published {
-	text := node.Annotations[p.names.Annotation]
-	if c, ok := p.parsed[node.Name]; ok && c.text == text {
-		return c.published
-	}
-	c := parsed{text: text}
-	if a, err := reclaimable.Parse(text); err == nil {
-		c.published = &policy.Published{Values: a.Values(), Held: a.HeldValues(), WriteTime: a.WriteTime}
-	}
-	p.parsed[node.Name] = c
-	return c.published
-}
-
-type parsed struct {
-	text      string
-	published *policy.Published
-}
-
-// statusValues returns the reclaimed resources the node status carries, or
-// nil when capacity or allocatable lacks one or they disagree: the publisher
-// always writes both alike (see patchStatus), so anything else needs a write.
-func (p *Publisher) statusValues(node *corev1.Node) *reclaimable.Resources {
-	get := func(name corev1.ResourceName) (int64, bool) {
-		c, okC := node.Status.Capacity[name]
-		a, okA := node.Status.Allocatable[name]
-		return c.Value(), okC && okA && c.Cmp(a) == 0
-	}
-	cpu, okCPU := get(p.names.CPU)
-	mem, okMem := get(p.names.Memory)
-	if !okCPU || !okMem {
-		return nil
-	}
-	return &reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}
-}
-
-// input assembles the policy's view of one node from the informer caches,
-// and the sum of the reclaimed requests of its live pods (room already
-// promised to them).
-func (p *Publisher) input(node *corev1.Node) (policy.Node, reclaimable.Resources) {
-	return p.assembler.Node(node, p.podsByNode[node.Name])
-}
-
 // podsOn returns the pods bound to a node as the cycle grouped them, for the
 // eviction controller: the pods the node's room was computed from.
 func (p *Publisher) podsOn(node string) []*policyinput.Pod {
@@ -521,11 +437,6 @@ func (p *Publisher) podsOn(node string) []*policyinput.Pod {
 func (p *Publisher) groupPods() { p.pods.snapshot(p.podsByNode) }
 
 func (p *Publisher) forgetGone(seen map[string]bool) {
-	for name := range p.parsed {
-		if !seen[name] {
-			delete(p.parsed, name)
-		}
-	}
 	if !p.opts.PerNodeMetrics {
 		return
 	}

@@ -14,7 +14,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -29,6 +28,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
+	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -240,8 +240,8 @@ func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 	// Let the informer see the write, then a cycle with unchanged usage writes nothing.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if n, _ := p.nodes.Get("n1"); n != nil && n.Annotations[names.Annotation] != "" {
-			if v := p.statusValues(n); v != nil && *v == (reclaimable.Resources{CPUMilli: wantCPU, MemoryBytes: wantMem}) {
+		if n := storedNode(p.nodes, "n1"); n != nil && n.Published != nil {
+			if v := n.Status; v != nil && *v == (reclaimable.Resources{CPUMilli: wantCPU, MemoryBytes: wantMem}) {
 				break
 			}
 		}
@@ -362,7 +362,7 @@ func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := p.statusValues(got); v == nil || *v != current {
+	if v := statusValues(p.names, got); v == nil || *v != current {
 		t.Errorf("status carries %+v, want %+v", v, current)
 	}
 	if got := writeCounts(t, p); len(got) != 1 || got["status/status-mismatch"] != 1 {
@@ -430,40 +430,100 @@ func TestStaleMetricsDropTheRoomButKeepTheStatusAtWhatIsHeld(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := p.statusValues(got); v == nil || *v != tc.status {
+		if v := statusValues(p.names, got); v == nil || *v != tc.status {
 			t.Errorf("%s: status carries %+v, want %+v", tc.node, v, tc.status)
 		}
 	}
 }
 
-// The node cache keeps what evaluate reads and drops what a kubelet's Node
-// is heavy with (images, conditions, other annotations, resources other
-// than native and reclaimed cpu and memory).
-func TestTrimNodeKeepsWhatEvaluateReads(t *testing.T) {
+// The node cache keeps what evaluate reads, the annotation parsed once per
+// change of its text rather than on every heartbeat.
+func TestNodeRecordKeepsWhatEvaluateReads(t *testing.T) {
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
-	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), names.CPU: resource.MustParse("500")}
-	listed := res.DeepCopy()
-	listed[corev1.ResourcePods] = resource.MustParse("110")
-	listed["hugepages-2Mi"] = resource.MustParse("0")
-	full := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "7", Labels: map[string]string{"pool": "a"},
-			Annotations: map[string]string{names.Annotation: `{"cpu":1}`, "node.alpha.kubernetes.io/ttl": "0"}},
-		Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"},
-		Status: corev1.NodeStatus{Capacity: listed, Allocatable: listed,
-			Images:     []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 30}},
-			Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+	written := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	text := func(cpu int64) string {
+		v, err := reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: 2048, Held: &reclaimable.Resources{CPUMilli: 100},
+			Policy: "usage", WriteTime: written}.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
 	}
-	got := trimNode(names)(full).(*corev1.Node)
-	want := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: "7", Labels: map[string]string{"pool": "a"},
-			Annotations: map[string]string{names.Annotation: `{"cpu":1}`}},
-		Status: corev1.NodeStatus{Capacity: res, Allocatable: res},
+	full := func(rv, annotation string) *corev1.Node {
+		listed := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32Gi"),
+			names.CPU: resource.MustParse("500"), names.Memory: resource.MustParse("2048"), corev1.ResourcePods: resource.MustParse("110")}
+		n := &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u", ResourceVersion: rv, Labels: map[string]string{"pool": "a"},
+				Annotations: map[string]string{"node.alpha.kubernetes.io/ttl": "0"}},
+			Spec: corev1.NodeSpec{PodCIDR: "10.0.0.0/24"},
+			Status: corev1.NodeStatus{Capacity: listed, Allocatable: listed.DeepCopy(),
+				Images:     []corev1.ContainerImage{{Names: []string{"registry/image:tag"}, SizeBytes: 1 << 30}},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}},
+		}
+		if annotation != "" {
+			n.Annotations[names.Annotation] = annotation
+		}
+		return n
 	}
-	if !equality.Semantic.DeepEqual(got, want) {
-		t.Errorf("trimmed node:\n%+v\nwant\n%+v", got, want)
+	var held *nodeRecord
+	convert := nodeRecords(names, func(name string) *nodeRecord {
+		if held != nil && held.Name == name {
+			return held
+		}
+		return nil
+	})
+	record := func(n *corev1.Node) *nodeRecord {
+		t.Helper()
+		r, ok := convert(n).(*nodeRecord)
+		if !ok {
+			t.Fatalf("converted to %T", convert(n))
+		}
+		held = r
+		return r
 	}
-	if again := trimNode(names)(got); again != got && !equality.Semantic.DeepEqual(again, got) {
-		t.Errorf("trimming a trimmed node changed it: %+v", again)
+
+	got := record(full("7", text(500)))
+	if key, err := cache.MetaNamespaceKeyFunc(got); err != nil || key != "n1" || got.ResourceVersion != "7" {
+		t.Errorf("key %q (%v), resourceVersion %q: want n1 and 7, the reflector reads it from bookmarks", key, err, got.ResourceVersion)
+	}
+	native := reclaimable.Resources{CPUMilli: 8000, MemoryBytes: 32 << 30}
+	if got.Capacity != native || got.Allocatable != native || got.Labels["pool"] != "a" {
+		t.Errorf("record %+v, want native %+v and the labels", got, native)
+	}
+	if got.Status == nil || *got.Status != (reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}) {
+		t.Errorf("status values %+v, want 500 / 2048", got.Status)
+	}
+	want := policy.Published{Values: reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}, Held: reclaimable.Resources{CPUMilli: 100}, WriteTime: written}
+	if got.Published == nil || *got.Published != want {
+		t.Fatalf("published %+v, want %+v", got.Published, want)
+	}
+
+	// A heartbeat: a new resourceVersion, the same annotation.
+	first := got.Published
+	if got = record(full("8", text(500))); got.Published != first {
+		t.Errorf("the unchanged annotation was parsed again (%p, then %p)", first, got.Published)
+	}
+	// A publish changes it.
+	if got = record(full("9", text(300))); got.Published == first || got.Published == nil || got.Published.Values.CPUMilli != 300 {
+		t.Errorf("after a publish of 300m the record says %+v", got.Published)
+	}
+	// Allocatable unlike capacity, no annotation, an annotation that does
+	// not parse: nothing to compare with.
+	odd := full("10", "")
+	odd.Status.Allocatable[names.CPU] = resource.MustParse("400")
+	if got = record(odd); got.Status != nil || got.Published != nil {
+		t.Errorf("status %+v and published %+v, want neither", got.Status, got.Published)
+	}
+	if got = record(full("11", "{not json")); got.Published != nil {
+		t.Errorf("an annotation that does not parse says %+v", got.Published)
+	}
+	if again := convert(got); again != got {
+		t.Errorf("a record was converted again: %+v", again)
+	}
+	cp := got.DeepCopyObject().(*nodeRecord)
+	cp.Name = "other"
+	if got.Name != "n1" {
+		t.Error("the copy is the original")
 	}
 }
 
@@ -609,8 +669,8 @@ func TestRefreshesDueTogetherAreSpreadOverCyclesOldestFirst(t *testing.T) {
 		// The next cycle must see these writes, as it would 15 s later.
 		for _, name := range got {
 			if err := wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-				n, err := p.nodes.Get(name)
-				return err == nil && time.Since(annotationOf(t, n).WriteTime) < time.Minute, nil
+				n := storedNode(p.nodes, name)
+				return n != nil && n.Published != nil && time.Since(n.Published.WriteTime) < time.Minute, nil
 			}); err != nil {
 				t.Fatalf("the informer never saw the write of %s", name)
 			}
@@ -658,13 +718,4 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
-}
-
-func annotationOf(t *testing.T, n *corev1.Node) reclaimable.Annotation {
-	t.Helper()
-	a, err := reclaimable.Parse(n.Annotations[reclaimable.MustNames(reclaimable.DefaultDomain).Annotation])
-	if err != nil {
-		t.Fatalf("annotation of %s: %v", n.Name, err)
-	}
-	return a
 }

@@ -360,7 +360,7 @@ func (s *SimulateOptions) Run(ctx context.Context) error {
 	var calc policy.Calculator
 	for i := range nodes {
 		node := &nodes[i]
-		in, held := a.Node(node, pods[node.Name])
+		in, held := a.Node(node.Name, policyinput.Resources(node.Status.Capacity), policyinput.Resources(node.Status.Allocatable), pods[node.Name])
 		n := SimulatedNode{Name: node.Name, Allocatable: in.Allocatable, NodeSamples: len(in.Samples), Held: held}
 		n.SimulatedResult = evaluate(&calc, &in, node, main.cfg, now, s.MetricsStaleAfter, shape, s.Node != "")
 		if cmp != nil {

@@ -126,24 +126,21 @@ func appendPodKey[S string | []byte](dst []byte, namespace, name S) []byte {
 	return append(append(append(dst, namespace...), '/'), name...)
 }
 
-// Node assembles the policy's view of node from pods, the pods bound to it
+// Node assembles the policy's view of the named node, with the native
+// capacity and allocatable of its status, from pods, the pods bound to it
 // (terminal ones are skipped), and returns as well the sum of the reclaimed
 // requests of its live pods: room already promised to them.
 //
 // The returned samples and pods live in scratch buffers that the next call
 // reuses, and the pods' samples in the history: compute with in before
 // assembling the next node or adding to the history.
-func (a *Assembler) Node(node *corev1.Node, pods []*Pod) (in policy.Node, held reclaimable.Resources) {
-	in = policy.Node{
-		Name:        node.Name,
-		Capacity:    Resources(node.Status.Capacity),
-		Allocatable: Resources(node.Status.Allocatable),
-	}
+func (a *Assembler) Node(name string, capacity, allocatable reclaimable.Resources, pods []*Pod) (in policy.Node, held reclaimable.Resources) {
+	in = policy.Node{Name: name, Capacity: capacity, Allocatable: allocatable}
 	// The node's series goes to a scratch buffer; the pods' are read where
 	// the history keeps them (policy.Pod.Series).
 	in.Samples = a.scratch[:0]
 	if a.hist != nil {
-		in.Samples = a.hist.AppendNode(in.Samples, node.Name)
+		in.Samples = a.hist.AppendNode(in.Samples, name)
 	}
 	in.Pods = a.pods[:0]
 	for _, pod := range pods {

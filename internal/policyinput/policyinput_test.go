@@ -84,7 +84,7 @@ func TestNodeAssemblesWhatThePolicyReads(t *testing.T) {
 	for _, p := range []*corev1.Pod{regular, batch, done, failed, pending} {
 		pods = append(pods, NewPod(n, p))
 	}
-	in, held := a.Node(node, pods)
+	in, held := a.Node(node.Name, Resources(node.Status.Capacity), Resources(node.Status.Allocatable), pods)
 
 	if in.Name != "n1" || in.Allocatable != (reclaimable.Resources{CPUMilli: 7500, MemoryBytes: 15 << 30}) ||
 		in.Capacity != (reclaimable.Resources{CPUMilli: 8000, MemoryBytes: 16 << 30}) {
@@ -150,7 +150,6 @@ func TestNodeReadsThePodsCurrentSeriesAfterTheHistoryForgotIt(t *testing.T) {
 	a := New(names(t))
 	a.Resize(time.Minute, MinScrapeInterval)
 	t0 := time.Unix(1_700_000_000, 0).UTC()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
 	rec := NewPod(names(t), pod("p", corev1.PodRunning, nil))
 	podCPU := func(in policy.Node) []int64 {
 		var out []int64
@@ -160,15 +159,15 @@ func TestNodeReadsThePodsCurrentSeriesAfterTheHistoryForgotIt(t *testing.T) {
 		return out
 	}
 	a.AddPodMetrics([]metricsv1beta1.PodMetrics{podMetrics("p", t0, "1", "1Gi")})
-	a.Node(node, []*Pod{rec}) // the record keeps the series from here on
+	a.Node("n1", reclaimable.Resources{}, reclaimable.Resources{}, []*Pod{rec}) // the record keeps the series from here on
 	a.AddPodMetrics([]metricsv1beta1.PodMetrics{podMetrics("p", t0.Add(15*time.Second), "2", "1Gi")})
-	in, _ := a.Node(node, []*Pod{rec})
+	in, _ := a.Node("n1", reclaimable.Resources{}, reclaimable.Resources{}, []*Pod{rec})
 	if !slices.Equal(podCPU(in), []int64{2000, 4000}) {
 		t.Fatalf("pod samples %v, want both (two containers each)", podCPU(in))
 	}
 	a.Prune(t0.Add(time.Hour))
 	a.AddPodMetrics([]metricsv1beta1.PodMetrics{podMetrics("p", t0.Add(time.Hour), "3", "1Gi")})
-	if in, _ = a.Node(node, []*Pod{rec}); !slices.Equal(podCPU(in), []int64{6000}) {
+	if in, _ = a.Node("n1", reclaimable.Resources{}, reclaimable.Resources{}, []*Pod{rec}); !slices.Equal(podCPU(in), []int64{6000}) {
 		t.Errorf("pod samples after it reported again %v, want the new one", podCPU(in))
 	}
 }
@@ -178,14 +177,13 @@ func TestNodeSeriesSurviveTheNextNodeInTheScratchBuffer(t *testing.T) {
 	a.Resize(time.Hour, MinScrapeInterval)
 	t0 := time.Unix(1_700_000_000, 0)
 	a.AddNodeMetrics([]metricsv1beta1.NodeMetrics{nodeMetrics("a", t0, "1", "1Gi"), nodeMetrics("b", t0, "2", "2Gi")})
-	nodeA := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
-	in, _ := a.Node(nodeA, nil)
+	in, _ := a.Node("a", reclaimable.Resources{}, reclaimable.Resources{}, nil)
 	got := policy.Compute(&in, policy.DefaultSettings(), t0, time.Minute)
 	if got.MetricsTime.IsZero() || in.Samples[0].CPUMilli != 1000 {
 		t.Fatalf("node a: %+v", in.Samples)
 	}
 	// The policy reads one node at a time; the buffer is reused afterwards.
-	in2, _ := a.Node(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "b"}}, nil)
+	in2, _ := a.Node("b", reclaimable.Resources{}, reclaimable.Resources{}, nil)
 	if in2.Samples[0].CPUMilli != 2000 {
 		t.Errorf("node b: %+v", in2.Samples)
 	}
@@ -222,7 +220,7 @@ func TestResizeKeepsTheSamplesWithinTheNewAge(t *testing.T) {
 
 func TestNodeWithoutHistoryHasNoSamples(t *testing.T) {
 	n := names(t)
-	in, _ := New(n).Node(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, []*Pod{NewPod(n, pod("p", corev1.PodRunning, nil))})
+	in, _ := New(n).Node("a", reclaimable.Resources{}, reclaimable.Resources{}, []*Pod{NewPod(n, pod("p", corev1.PodRunning, nil))})
 	if len(in.Samples) != 0 || len(in.Pods) != 1 || len(in.Pods[0].Samples) != 0 || in.Pods[0].Series != (policy.PodSeries{}) {
 		t.Errorf("in = %+v", in)
 	}
