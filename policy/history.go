@@ -324,6 +324,12 @@ func (s *series) parts() [2][]entry {
 	return [2][]entry{first, s.buf[:int(s.n)-len(first)]}
 }
 
+// copyTo copies the entries of s, oldest first, to the start of dst.
+func (s *series) copyTo(dst []entry) {
+	p := s.parts()
+	copy(dst[copy(dst, p[0]):], p[1])
+}
+
 func (s *series) push(smp Sample, maxAge int64, maxCount int) bool {
 	sec := sampleSecond(smp)
 	if s.n > 0 && sec <= s.newest {
@@ -341,9 +347,7 @@ func (s *series) push(smp Sample, maxAge int64, maxCount int) bool {
 		// oldest first.
 		nb := slices.Grow([]entry(nil), s.grownSize(maxAge, maxCount))
 		nb = nb[:min(cap(nb), maxCount)]
-		for i, part := 0, s.parts(); i < 2; i++ {
-			copy(nb[len(part[0])*i:], part[i])
-		}
+		s.copyTo(nb)
 		s.buf, s.head = nb, 0
 	}
 	s.buf[(int(s.head)+int(s.n))%len(s.buf)] = newEntry(smp)
@@ -383,9 +387,7 @@ func (s *series) limit(maxAge int64, maxCount int) {
 	}
 	if len(s.buf) > maxCount {
 		nb := make([]entry, maxCount)
-		for i, part := 0, s.parts(); i < 2; i++ {
-			copy(nb[len(part[0])*i:], part[i])
-		}
+		s.copyTo(nb)
 		s.buf, s.head = nb, 0
 	}
 }

@@ -170,11 +170,11 @@ func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, re
 }
 
 // startInformers starts the node informer and the pod reflector. Both are
-// fed through compactlist, so they hold trimmed Nodes and policyinput.Pod
-// records, and listing 150,000 pods never holds more than a page of full
-// Pods. Finished pods hold nothing (the policy skips them), and a cluster
-// keeps many: the apiserver leaves them out. Pods go to the publisher's own
-// store (podStore), nodes to an informer's, read through a lister.
+// fed through compactlist, so they hold records (nodeRecord,
+// policyinput.Pod), and listing 150,000 pods never holds more than a page of
+// full Pods. Finished pods hold nothing (the policy skips them), and a
+// cluster keeps many: the apiserver leaves them out. Pods go to the
+// publisher's own store (podStore), nodes to the informer's.
 func (p *Publisher) startInformers(ctx context.Context) {
 	core := p.client.CoreV1()
 	podLW := compactlist.New(&cache.ListWatch{
