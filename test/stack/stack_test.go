@@ -28,9 +28,9 @@ func TestLoadDeployedTakesArgumentsAndPolicyFromTheOverlay(t *testing.T) {
 	if !contains(d.Args[Extender], "--strategy=spread") {
 		t.Errorf("extender args %v lack the deployed --strategy", d.Args[Extender])
 	}
-	for _, role := range []string{Publisher, Extender} {
-		if !contains(d.Env[role], "GOGC=50") {
-			t.Errorf("%s environment %v lacks the deployed GOGC=50", role, d.Env[role])
+	for role, gogc := range map[string]string{Publisher: "GOGC=25", Extender: "GOGC=50"} {
+		if !contains(d.Env[role], gogc) {
+			t.Errorf("%s environment %v lacks the deployed %s", role, d.Env[role], gogc)
 		}
 	}
 	if !strings.Contains(d.Policy, "policy:") {
