@@ -866,7 +866,8 @@ func TestSchedulerIsWiredToTheExtender(t *testing.T) {
 				ResourceNamespace string `json:"resourceNamespace"`
 			} `json:"leaderElection"`
 			Profiles []struct {
-				SchedulerName string `json:"schedulerName"`
+				SchedulerName            string `json:"schedulerName"`
+				PercentageOfNodesToScore int32  `json:"percentageOfNodesToScore"`
 			} `json:"profiles"`
 			Extenders []struct {
 				URLPrefix string `json:"urlPrefix"`
@@ -885,7 +886,8 @@ func TestSchedulerIsWiredToTheExtender(t *testing.T) {
 		if !le.LeaderElect || le.ResourceName != "kube-reclaim-scheduler" || le.ResourceNamespace != namespace {
 			t.Errorf("%s: leaderElection %+v", b.overlay, le)
 		}
-		if len(got.Profiles) != 1 || got.Profiles[0].SchedulerName != extender.SchedulerName {
+		if len(got.Profiles) != 1 || got.Profiles[0].SchedulerName != extender.SchedulerName ||
+			got.Profiles[0].PercentageOfNodesToScore != extender.PercentageOfNodesToScore {
 			t.Errorf("%s: profiles %+v", b.overlay, got.Profiles)
 		}
 		// The Role lets its ServiceAccount renew that Lease.

@@ -186,6 +186,28 @@ func (f *fixture) assumptions() int {
 
 // counter reads a counter (or the sum of a counter vector's children
 // matching labels) from the fixture's registry.
+// histogram returns the sample count and sum of the histogram name's series
+// matching labels.
+func (f *fixture) histogram(name string, labels map[string]string) (count, sum float64) {
+	f.t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			if h := m.GetHistogram(); h != nil && matches(m, labels) {
+				count += float64(h.GetSampleCount())
+				sum += h.GetSampleSum()
+			}
+		}
+	}
+	return count, sum
+}
+
 func (f *fixture) counter(name string, labels map[string]string) float64 {
 	f.t.Helper()
 	mfs, err := f.reg.Gather()

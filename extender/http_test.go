@@ -158,3 +158,20 @@ func TestDefinitelyNotBound(t *testing.T) {
 func apiErr(code int32) error {
 	return &apierrors.StatusError{ErrStatus: metav1.Status{Status: metav1.StatusFailure, Code: code}}
 }
+
+func TestNodesPerCallCountsTheNamesOfEachWellFormedCall(t *testing.T) {
+	f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute), node("n2", 4000, 4*gi, time.Minute))
+	f.filter(pod("p", "", 1000, gi), "n1", "n2", "n3")
+	f.prioritize(pod("p", "", 1000, gi), "n1", "n2")
+	f.prioritize(pod("p", "", 1000, gi), "n2")
+	// A malformed call is no call of the scheduler's: not counted.
+	if rec := f.post("/filter", "{not json"); rec.Code != http.StatusBadRequest {
+		t.Fatalf("malformed filter answered %d", rec.Code)
+	}
+	for verb, want := range map[string]struct{ count, sum float64 }{"filter": {1, 3}, "prioritize": {2, 3}} {
+		count, sum := f.histogram("kube_reclaim_extender_nodes_per_call", map[string]string{"verb": verb})
+		if count != want.count || sum != want.sum {
+			t.Errorf("nodes_per_call{verb=%s}: %v calls, %v names; want %v, %v", verb, count, sum, want.count, want.sum)
+		}
+	}
+}

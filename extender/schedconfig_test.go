@@ -53,7 +53,8 @@ type v1Config struct {
 		ResourceNamespace string `json:"resourceNamespace"`
 	} `json:"leaderElection,omitempty"`
 	Profiles []struct {
-		SchedulerName string `json:"schedulerName"`
+		SchedulerName            string `json:"schedulerName"`
+		PercentageOfNodesToScore *int32 `json:"percentageOfNodesToScore,omitempty"`
 	} `json:"profiles"`
 	Extenders []v1Extender `json:"extenders"`
 }
@@ -115,6 +116,8 @@ func TestShippedSchedulerConfigMatchesGenerated(t *testing.T) {
 		}
 		if len(c.Profiles) != 1 || c.Profiles[0].SchedulerName != "kube-reclaim-scheduler" {
 			t.Errorf("%s: profiles = %+v", name, c.Profiles)
+		} else if p := c.Profiles[0].PercentageOfNodesToScore; p == nil || *p != 5 {
+			t.Errorf("%s: percentageOfNodesToScore = %v, want 5", name, p)
 		}
 		if le := c.LeaderElection; le == nil || !le.LeaderElect || le.ResourceName != "kube-reclaim-scheduler" || le.ResourceNamespace != "kube-reclaim" {
 			t.Errorf("%s: leaderElection = %+v, want its own lease", name, le)
@@ -144,7 +147,15 @@ func TestExtenderConfigForATestScheduler(t *testing.T) {
 		ProfilesYAML("default-scheduler", SchedulerName) + ext
 	c := parseV1(t, doc)
 	if len(c.Profiles) != 2 || c.Profiles[0].SchedulerName != "default-scheduler" || c.Profiles[1].SchedulerName != "kube-reclaim-scheduler" {
-		t.Errorf("profiles = %+v", c.Profiles)
+		t.Fatalf("profiles = %+v", c.Profiles)
+	}
+	// Only the reclaimed profile scores fewer nodes; the other keeps
+	// kube-scheduler's default.
+	if p := c.Profiles[0].PercentageOfNodesToScore; p != nil {
+		t.Errorf("default-scheduler percentageOfNodesToScore = %d, want unset", *p)
+	}
+	if p := c.Profiles[1].PercentageOfNodesToScore; p == nil || *p != 5 {
+		t.Errorf("kube-reclaim-scheduler percentageOfNodesToScore = %v, want 5", p)
 	}
 	e := c.Extenders[0]
 	if e.URLPrefix != "https://127.0.0.1:9443" || !e.EnableHTTPS || e.ManagedResources[0].Name != "example.com/reclaimed-cpu" ||

@@ -257,6 +257,7 @@ func decodeArgs(api jsoniter.API, body []byte, rq *request) (*extenderv1.Extende
 // serveArgs decodes and checks a filter or prioritize request, then answers
 // with what respond returns.
 func (s *server) serveArgs(verb string, respond func(args *extenderv1.ExtenderArgs, rq *request) any) http.HandlerFunc {
+	nodesPerCall := s.metrics.nodesPerCall.WithLabelValues(verb)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready(w) {
 			return
@@ -278,6 +279,7 @@ func (s *server) serveArgs(verb string, respond func(args *extenderv1.ExtenderAr
 		case err != nil:
 			malformed(w, verb, "ExtenderArgs", rq.body.Bytes(), err)
 		default:
+			nodesPerCall.Observe(float64(len(nodeNames(args))))
 			writeJSON(w, rq, respond(args, rq))
 		}
 	}

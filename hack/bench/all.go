@@ -8,6 +8,9 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/extender"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
@@ -229,7 +232,11 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 		}
 		r := row{ID: "P2", What: fmt.Sprintf("%s, %d kwok nodes, %d pods each", what, sched.Nodes, sched.Pods),
 			Measured: sched.Reclaimed.PodsPerSecond, Baseline: sched.Native.PodsPerSecond, Unit: "pods/s", Relative: true, GoalOp: atLeast, Goal: 0.8,
-			Note: fmt.Sprintf("real kube-scheduler; extender --kube-api-qps=%d", sched.ExtenderQPS)}
+			Note: fmt.Sprintf("real kube-scheduler, reclaimed pods on profile %s (percentageOfNodesToScore %d), native pods on %s; extender --kube-api-qps=%d",
+				extender.SchedulerName, sched.PercentageOfNodesToScore, corev1.DefaultSchedulerName, sched.ExtenderQPS)}
+		if n := sched.Reclaimed.NodesPerCall; len(n) > 0 {
+			r.Note += fmt.Sprintf("; nodes per extender call filter %.0f, prioritize %.0f", n["filter"], n["prioritize"])
+		}
 		if m := sched.Reclaimed.ExtenderMeanMs; len(m) > 0 {
 			r.Note += fmt.Sprintf("; extender mean server time filter %.2f ms, prioritize %.2f ms, bind %.2f ms", m["filter"], m["prioritize"], m["bind"])
 		}

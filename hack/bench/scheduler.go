@@ -10,6 +10,7 @@ import (
 	"io"
 	"maps"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"time"
@@ -41,6 +42,7 @@ type schedulerConfig struct {
 	heartbeat                    time.Duration
 	phaseTimeout                 time.Duration
 	reclaimedFirst               bool
+	profileDir                   string
 }
 
 func (c *schedulerConfig) flags(fs *flag.FlagSet) {
@@ -54,6 +56,7 @@ func (c *schedulerConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.heartbeat, "heartbeat", 10*time.Second, "kwok node status write interval: 10s writes as often as a kubelet computes its status, a load above the 5m at which a kubelet with node Leases posts an unchanged one")
 	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 2*time.Minute, "give up waiting for a phase's pods to be bound after this")
 	fs.BoolVar(&c.reclaimedFirst, "reclaimed-first", false, "time the reclaimed phase before the native one")
+	fs.StringVar(&c.profileDir, "profile-dir", "", "if set, write kube-scheduler's CPU profile (the first 4s) and execution trace (the next 2s) of each timed phase there")
 }
 
 // phaseResult is one timed batch of pods.
@@ -72,6 +75,9 @@ type phaseResult struct {
 	// ExtenderMeanMs: mean server time per extender verb during the phase,
 	// from the extender's request histogram (reclaimed phase only).
 	ExtenderMeanMs map[string]float64 `json:"extenderMeanMs,omitempty"`
+	// NodesPerCall: mean node names per extender call during the phase, by
+	// verb (reclaimed phase only).
+	NodesPerCall map[string]float64 `json:"nodesPerCall,omitempty"`
 	// AlgorithmMeanMs: kube-scheduler's mean scheduling algorithm time per
 	// pod during the phase (filters and scores, the extender's calls
 	// included: the serial part of a scheduling cycle); 0 if not read.
@@ -87,12 +93,14 @@ type phaseResult struct {
 }
 
 type schedulerResult struct {
-	Nodes       int         `json:"nodes"`
-	Pods        int         `json:"pods"`
-	Workers     int         `json:"workers"`
-	ExtenderQPS int         `json:"extenderQps"`
-	Native      phaseResult `json:"native"`
-	Reclaimed   phaseResult `json:"reclaimed"`
+	Nodes       int `json:"nodes"`
+	Pods        int `json:"pods"`
+	Workers     int `json:"workers"`
+	ExtenderQPS int `json:"extenderQps"`
+	// PercentageOfNodesToScore is the reclaimed pods' profile's.
+	PercentageOfNodesToScore int32       `json:"percentageOfNodesToScore"`
+	Native                   phaseResult `json:"native"`
+	Reclaimed                phaseResult `json:"reclaimed"`
 	// Ratio is reclaimed pods/s over native pods/s.
 	Ratio float64 `json:"ratio"`
 	// BackgroundCores: what each process used with no pod being scheduled
@@ -155,11 +163,16 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	schedCfg, err := extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", extPort), reclaimable.DefaultDomain)
+	extCfg, err := extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", extPort), reclaimable.DefaultDomain)
 	if err != nil {
 		return nil, err
 	}
-	b.step("starting etcd, kube-apiserver, controller-manager, kube-scheduler (extender configured), kwok; no metrics-server")
+	// Native pods take the default profile; reclaimed pods the shipped
+	// kube-reclaim-scheduler profile, as a cluster that adds it to its own
+	// scheduler runs them.
+	schedCfg := extender.ProfilesYAML(corev1.DefaultSchedulerName, extender.SchedulerName) + extCfg
+	b.step("starting etcd, kube-apiserver, controller-manager, kube-scheduler (profiles %s with percentageOfNodesToScore %d, and %s; extender configured), kwok; no metrics-server",
+		extender.SchedulerName, extender.PercentageOfNodesToScore, corev1.DefaultSchedulerName)
 	b.c, err = cluster.Start(ctx, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg, HeartbeatInterval: cfg.heartbeat})
 	if err != nil {
 		return nil, err
@@ -225,7 +238,7 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		}
 		b.step("warm-up done: %d pods of each kind scheduled and deleted", cfg.warmup)
 	}
-	res := &schedulerResult{Nodes: cfg.nodes, Pods: cfg.pods, Workers: cfg.workers, ExtenderQPS: cfg.extenderQPS}
+	res := &schedulerResult{Nodes: cfg.nodes, Pods: cfg.pods, Workers: cfg.workers, ExtenderQPS: cfg.extenderQPS, PercentageOfNodesToScore: extender.PercentageOfNodesToScore}
 	order := []bool{false, true}
 	if cfg.reclaimedFirst {
 		order = []bool{true, false}
@@ -240,21 +253,27 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	res.BackgroundCores = cpuRate(idleFrom, b.processCPU(), time.Since(idleStart))
 	b.step("background CPU with no pod scheduled, over %s: %.2f cores", backgroundWindow, res.BackgroundCores["all"])
 	for i, reclaimed := range order {
-		before, _ := scrapeVerbTimes(ctx, metricsURL)
+		before, _ := scrape(ctx, metricsURL)
 		algoBefore, _ := b.algorithmTime(ctx)
 		cpuBefore, phaseStart := b.processCPU(), time.Now()
+		profiled := b.profileScheduler(ctx, reclaimed)
 		p, err := b.phase(ctx, "timed", reclaimed, cfg.pods)
 		if err != nil {
 			return nil, err
 		}
 		p.CPUPerPodMs = cpuPerPod(cpuBefore, b.processCPU(), res.BackgroundCores, time.Since(phaseStart), p.Bound)
-		if after, err := scrapeVerbTimes(ctx, metricsURL); err == nil && reclaimed {
-			p.ExtenderMeanMs = meanDelta(before, after)
+		if after, err := scrape(ctx, metricsURL); err == nil && reclaimed {
+			p.ExtenderMeanMs = meanDelta(verbTimes(before, extenderDurationMetric, "route"), verbTimes(after, extenderDurationMetric, "route"), 1000)
+			p.NodesPerCall = meanDelta(verbTimes(before, nodesPerCallMetric, "verb"), verbTimes(after, nodesPerCallMetric, "verb"), 1)
 		}
 		if algoAfter, err := b.algorithmTime(ctx); err == nil {
-			p.AlgorithmMeanMs = meanDelta(map[string]verbTime{"": algoBefore}, map[string]verbTime{"": algoAfter})[""]
+			p.AlgorithmMeanMs = meanDelta(map[string]verbTime{"": algoBefore}, map[string]verbTime{"": algoAfter}, 1000)[""]
 		} else {
 			b.step("kube-scheduler metrics not read: %v", err)
+		}
+		// After the phase's figures: the profile may outlast the phase.
+		if err := profiled(); err != nil {
+			b.step("kube-scheduler not profiled: %v", err)
 		}
 		b.step("%s: %d/%d bound in %.2fs (creates took %.2fs): %.1f pods/s", p.Kind, p.Bound, p.Pods, p.Seconds, p.CreateSeconds, p.PodsPerSecond)
 		if reclaimed {
@@ -286,6 +305,10 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 	if m := r.Reclaimed.ExtenderMeanMs; len(m) > 0 {
 		fmt.Fprintf(out, "extender mean server time during the reclaimed phase: filter %.2f ms, prioritize %.2f ms, bind %.2f ms\n", m["filter"], m["prioritize"], m["bind"])
 	}
+	if n := r.Reclaimed.NodesPerCall; len(n) > 0 {
+		fmt.Fprintf(out, "nodes per extender call during the reclaimed phase (profile %s, percentageOfNodesToScore %d): filter %.0f, prioritize %.0f\n",
+			extender.SchedulerName, r.PercentageOfNodesToScore, n["filter"], n["prioritize"])
+	}
 	if len(r.Reclaimed.CPUPerPodMs) > 0 && len(r.Native.CPUPerPodMs) > 0 {
 		fmt.Fprintf(out, "CPU per pod bound beyond the background, ms, by process (background in cores):\n%-24s %10s %10s %10s\n", "process", "reclaimed", "native", "background")
 		names := slices.Sorted(maps.Keys(r.Reclaimed.CPUPerPodMs))
@@ -298,6 +321,36 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 			fmt.Fprintf(out, "%s: %s\n", p.Kind, p.Note)
 		}
 	}
+}
+
+// profileScheduler starts reading kube-scheduler's CPU profile and then its
+// execution trace while a phase runs (when --profile-dir is set) and
+// returns a wait for both to be written.
+func (b *schedBench) profileScheduler(ctx context.Context, reclaimed bool) func() error {
+	if b.cfg.profileDir == "" {
+		return func() error { return nil }
+	}
+	kind := "native"
+	if reclaimed {
+		kind = "reclaimed"
+	}
+	var g errgroup.Group
+	g.Go(func() error {
+		for _, get := range []struct{ path, file string }{
+			{"/debug/pprof/profile?seconds=4", "kube-scheduler-" + kind + ".pprof"},
+			{"/debug/pprof/trace?seconds=2", "kube-scheduler-" + kind + ".trace"},
+		} {
+			body, err := b.c.SchedulerGet(ctx, get.path)
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(b.cfg.profileDir, get.file), body, 0o644); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return g.Wait
 }
 
 // benchProcess names this process in CPUPerPodMs.
@@ -468,6 +521,7 @@ func (b *schedBench) pod(name string, reclaimed bool) *corev1.Pod {
 		},
 	}
 	if reclaimed {
+		pod.Spec.SchedulerName = extender.SchedulerName
 		// What the pod webhook does at admission (no webhook runs here):
 		// the deployed extender refuses reclaimed pods without it.
 		if _, err := enforcement.Enforce(&pod.Spec, b.names); err != nil {
@@ -596,21 +650,15 @@ type verbTime struct{ sum, count float64 }
 
 const extenderDurationMetric = "kube_reclaim_extender_http_request_duration_seconds"
 
-// scrapeVerbTimes reads the extender's request histogram sums and counts by
-// route (all status codes together).
-func scrapeVerbTimes(ctx context.Context, url string) (map[string]verbTime, error) {
-	families, err := scrape(ctx, url)
-	if err != nil {
-		return nil, err
-	}
-	return verbTimes(families, extenderDurationMetric), nil
-}
+// nodesPerCallMetric is the extender's histogram of node names per call.
+const nodesPerCallMetric = "kube_reclaim_extender_nodes_per_call"
 
-// verbTimes sums the histogram metric's observations by the route label.
-func verbTimes(families map[string]*dto.MetricFamily, metric string) map[string]verbTime {
+// verbTimes sums the histogram metric's observations by the value of label
+// (all other labels together).
+func verbTimes(families map[string]*dto.MetricFamily, metric, label string) map[string]verbTime {
 	out := map[string]verbTime{}
 	for _, m := range families[metric].GetMetric() {
-		route := labelValue(m, "route")
+		route := labelValue(m, label)
 		t := out[route]
 		t.sum += m.GetHistogram().GetSampleSum()
 		t.count += float64(m.GetHistogram().GetSampleCount())
@@ -629,17 +677,17 @@ func (b *schedBench) algorithmTime(ctx context.Context) (verbTime, error) {
 	if err != nil {
 		return verbTime{}, err
 	}
-	return verbTimes(families, "scheduler_scheduling_algorithm_duration_seconds")[""], nil
+	return verbTimes(families, "scheduler_scheduling_algorithm_duration_seconds", "route")[""], nil
 }
 
-// meanDelta is the mean duration in milliseconds per route between two
-// scrapes.
-func meanDelta(before, after map[string]verbTime) map[string]float64 {
+// meanDelta is the mean observation per route between two scrapes, times
+// scale (1000 turns seconds into milliseconds).
+func meanDelta(before, after map[string]verbTime, scale float64) map[string]float64 {
 	out := map[string]float64{}
 	for route, a := range after {
 		b := before[route]
 		if n := a.count - b.count; n > 0 {
-			out[route] = (a.sum - b.sum) / n * 1000
+			out[route] = (a.sum - b.sum) / n * scale
 		}
 	}
 	return out

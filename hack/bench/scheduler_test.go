@@ -31,7 +31,7 @@ kube_reclaim_webhook_http_request_duration_seconds_count{code="200",route="/muta
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := verbTimes(families, extenderDurationMetric)
+	got := verbTimes(families, extenderDurationMetric, "route")
 	for route, want := range map[string]verbTime{"filter": {0.6, 110}, "bind": {2, 100}} {
 		if g := got[route]; math.Abs(g.sum-want.sum) > 1e-12 || g.count != want.count {
 			t.Errorf("%s = %+v, want %+v", route, g, want)
@@ -48,7 +48,7 @@ kube_reclaim_webhook_http_request_duration_seconds_count{code="200",route="/muta
 func TestMeanDeltaIsPerRequestBetweenScrapes(t *testing.T) {
 	before := map[string]verbTime{"/filter": {1, 100}, "/bind": {5, 50}}
 	after := map[string]verbTime{"/filter": {1.5, 200}, "/bind": {5, 50}, "/prioritize": {0.2, 100}}
-	got := meanDelta(before, after)
+	got := meanDelta(before, after, 1000)
 	want := map[string]float64{"/filter": 5, "/prioritize": 2}
 	if len(got) != len(want) {
 		t.Fatalf("meanDelta = %v, want %v (a route without new requests has no mean)", got, want)

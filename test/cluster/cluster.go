@@ -625,17 +625,22 @@ func (c *Cluster) APIPort() int { return c.apiPort }
 // MetricsPort is metrics-server's port.
 func (c *Cluster) MetricsPort() int { return c.metricsPort }
 
-// SchedulerMetrics returns kube-scheduler's /metrics (Prometheus text),
-// read with the admin token; the scheduler serves a self-signed
-// certificate, so it is not verified.
+// SchedulerMetrics returns kube-scheduler's /metrics (Prometheus text).
 func (c *Cluster) SchedulerMetrics(ctx context.Context) ([]byte, error) {
+	return c.SchedulerGet(ctx, "/metrics")
+}
+
+// SchedulerGet returns what kube-scheduler's secure port serves at path
+// (with its query), read with the admin token; the scheduler serves a
+// self-signed certificate, so it is not verified.
+func (c *Cluster) SchedulerGet(ctx context.Context, path string) ([]byte, error) {
 	cfg := c.RESTConfig()
 	cfg.TLSClientConfig = rest.TLSClientConfig{Insecure: true}
 	hc, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d/metrics", c.schedulerPort.Load()), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("https://127.0.0.1:%d%s", c.schedulerPort.Load(), path), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -649,7 +654,7 @@ func (c *Cluster) SchedulerMetrics(ctx context.Context) ([]byte, error) {
 		return nil, err
 	}
 	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("kube-scheduler /metrics: %s: %s", res.Status, body)
+		return nil, fmt.Errorf("kube-scheduler %s: %s: %s", path, res.Status, body)
 	}
 	return body, nil
 }

@@ -41,6 +41,8 @@ func TestSumSamplesAddsTheSeriesWhoseLabelsMatch(t *testing.T) {
 		{"a gauge", "kube_reclaim_publisher_is_leader", nil, 1},
 		{"a histogram's count", "kube_reclaim_webhook_review_duration_seconds_count", nil, 7},
 		{"a histogram's sum", "kube_reclaim_webhook_review_duration_seconds_sum", nil, 0.5},
+		{"a histogram's bucket", "kube_reclaim_webhook_review_duration_seconds_bucket", []string{"le", "0.1"}, 6},
+		{"a histogram's +Inf bucket", "kube_reclaim_webhook_review_duration_seconds_bucket", []string{"le", "+Inf"}, 7},
 		{"an absent metric", "kube_reclaim_extender_binds_total", nil, 0},
 		{"a prefix of a metric name is another metric", "kube_reclaim_publisher_writes", nil, 0},
 	}
@@ -60,6 +62,11 @@ func TestSumSamplesAddsTheSeriesWhoseLabelsMatch(t *testing.T) {
 func TestSumSamplesRejectsUnpairedLabelsAndBrokenText(t *testing.T) {
 	if _, err := SumSamples(strings.NewReader(exposition), "kube_reclaim_publisher_writes_total", "kind"); err == nil {
 		t.Error("an odd number of label arguments was accepted")
+	}
+	for _, labels := range [][]string{nil, {"le", "0.2"}, {"le", "ten"}} {
+		if _, err := SumSamples(strings.NewReader(exposition), "kube_reclaim_webhook_review_duration_seconds_bucket", labels...); err == nil {
+			t.Errorf("bucket %q: no error", labels)
+		}
 	}
 	if _, err := SumSamples(strings.NewReader("metric{kind=\"a\" 1\n"), "metric"); err == nil {
 		t.Error("a broken exposition was accepted")

@@ -3,9 +3,13 @@ package framework
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -20,8 +24,10 @@ import (
 // SumSamples returns the sum of every sample of the metric name in a
 // Prometheus text exposition whose labels include every name, value pair of
 // labels ("result", "error", ...). The _count and _sum series of a histogram
-// or summary are addressed by their series names. A metric that is absent
-// sums to 0: a labelled counter has no series until it is first incremented.
+// or summary are addressed by their series names, and a histogram's
+// _bucket series by its le label too ("le", "100": the cumulative count of
+// observations up to 100). A metric that is absent sums to 0: a labelled
+// counter has no series until it is first incremented.
 func SumSamples(body io.Reader, name string, labels ...string) (float64, error) {
 	if len(labels)%2 != 0 {
 		return 0, fmt.Errorf("labels of %s must come in name, value pairs: %q", name, labels)
@@ -43,6 +49,26 @@ func SumSamples(body io.Reader, name string, labels ...string) (float64, error) 
 		return 0
 	}
 	family, ok := families[name]
+	noBucket := false
+	if base, found := strings.CutSuffix(name, "_bucket"); !ok && found && families[base].GetType() == dto.MetricType_HISTOGRAM {
+		le, rest, err := bucketBound(labels)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", name, err)
+		}
+		family, ok, labels = families[base], true, rest
+		value = func(m *dto.Metric) float64 {
+			for _, b := range m.GetHistogram().GetBucket() {
+				if b.GetUpperBound() == le {
+					return float64(b.GetCumulativeCount())
+				}
+			}
+			if math.IsInf(le, 1) {
+				return float64(m.GetHistogram().GetSampleCount())
+			}
+			noBucket = true
+			return 0
+		}
+	}
 	if !ok {
 		for _, suffix := range []string{"_count", "_sum"} {
 			base, found := strings.CutSuffix(name, suffix)
@@ -72,7 +98,24 @@ func SumSamples(body io.Reader, name string, labels ...string) (float64, error) 
 			total += value(m)
 		}
 	}
+	if noBucket {
+		return 0, fmt.Errorf("%s has no bucket with the bound asked for: %q", name, labels)
+	}
 	return total, nil
+}
+
+// bucketBound takes the le pair out of labels and returns its bound.
+func bucketBound(labels []string) (float64, []string, error) {
+	for i := 0; i < len(labels); i += 2 {
+		if labels[i] == "le" {
+			le, err := strconv.ParseFloat(labels[i+1], 64)
+			if err != nil {
+				return 0, nil, fmt.Errorf("bucket bound %q: %w", labels[i+1], err)
+			}
+			return le, append(slices.Clone(labels[:i]), labels[i+2:]...), nil
+		}
+	}
+	return 0, nil, errors.New("a _bucket series needs an le label")
 }
 
 func hasLabels(m *dto.Metric, pairs []string) bool {

@@ -71,10 +71,12 @@ func TestExtender(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	schedCfg, err := extender.ExtenderConfigYAML(url, reclaimable.DefaultDomain)
+	extCfg, err := extender.ExtenderConfigYAML(url, reclaimable.DefaultDomain)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Pods take the default profile unless they name the shipped one.
+	schedCfg := extender.ProfilesYAML(corev1.DefaultSchedulerName, extender.SchedulerName) + extCfg
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg})
 	extArgs := func(strategy string, extra ...string) []string {
 		return append([]string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--strategy=" + strategy, "--publisher-lease-name="}, extra...)
@@ -350,6 +352,41 @@ func TestExtender(t *testing.T) {
 		start := time.Now()
 		settle(t, 9)
 		t.Logf("%d bound at the kill, %d while down, 120 bound %s after the restart", atKill, whileDown, time.Since(start).Round(100*time.Millisecond))
+	})
+
+	t.Run("on the kube-reclaim-scheduler profile a cycle asks about 100 of 400 feasible nodes, and pods still find the one node with room", func(t *testing.T) {
+		framework.DeleteAllPods(t, c, "burst")
+		sparse := addGroup("sparse", 400)
+		roomy := sparse[237]
+		annotate(roomy, 10000, 10*gib, time.Now())
+		framework.CreateNamespace(t, c, "sparse")
+		waitCached(float64(len(strategyNodes) + len(burst) + len(sparse)))
+		// Filter calls by node names: up to 50 (the other groups' pods
+		// carry at most 21), 51 to 100 (this profile's cycles), over 100
+		// (what kube-scheduler's default would send here: 47 % of 424).
+		filterCalls := func() (upTo50, upTo100, all float64) {
+			bucket := func(le string) float64 {
+				return ext.Metric(t, "kube_reclaim_extender_nodes_per_call_bucket", "verb", "filter", "le", le)
+			}
+			return bucket("50"), bucket("100"), bucket("+Inf")
+		}
+		b50, b100, bAll := filterCalls()
+		for i := range 3 {
+			p := reclaimedPod("sparse", fmt.Sprintf("sparse-%d", i), "sparse", 1000, gib)
+			p.Spec.SchedulerName = extender.SchedulerName
+			framework.CreatePod(t, c, p)
+		}
+		for i := range 3 {
+			if got := podNode(t, c, "sparse", fmt.Sprintf("sparse-%d", i), 2*time.Minute); got != roomy {
+				t.Errorf("sparse-%d on %q, want %s, the only node with room", i, got, roomy)
+			}
+		}
+		a50, a100, aAll := filterCalls()
+		profileCalls, overHundred := (a100-b100)-(a50-b50), (aAll-bAll)-(a100-b100)
+		if profileCalls < 3 || overHundred != 0 {
+			t.Errorf("filter calls during the placements: %v with 51-100 node names, %v with more; want at least 3 and none", profileCalls, overHundred)
+		}
+		t.Logf("3 pods placed on the one node with room of 400 in %v filter calls of 51-100 names", profileCalls)
 	})
 }
 
