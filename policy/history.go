@@ -247,7 +247,8 @@ func (h *History) Len() (nodes, pods int) {
 // sampleSecond is the Unix second of s as a series keeps it.
 func sampleSecond(s Sample) uint32 { return uint32(clampInt(s.Time.Unix(), 0, math.MaxUint32)) }
 
-func newEntry(s Sample) entry {
+// newEntry packs s, whose second (sampleSecond) is sec.
+func newEntry(s Sample, sec uint32) entry {
 	v := uint64(clampInt(s.CPUMilli, 0, cpuMax))
 	switch mem := uint64(max(s.MemoryBytes, 0)); {
 	case mem <= memMax:
@@ -255,7 +256,7 @@ func newEntry(s Sample) entry {
 	default:
 		v |= memKiBBit | min((mem+1023)/1024, memMax)<<cpuBits
 	}
-	return entry{sec: uint16(sampleSecond(s)), v: [4]uint16{uint16(v), uint16(v >> 16), uint16(v >> 32), uint16(v >> 48)}}
+	return entry{sec: uint16(sec), v: [4]uint16{uint16(v), uint16(v >> 16), uint16(v >> 32), uint16(v >> 48)}}
 }
 
 // secOf is the Unix second of e, an entry of s.
@@ -350,7 +351,7 @@ func (s *series) push(smp Sample, maxAge int64, maxCount int) bool {
 		s.copyTo(nb)
 		s.buf, s.head = nb, 0
 	}
-	s.buf[(int(s.head)+int(s.n))%len(s.buf)] = newEntry(smp)
+	s.buf[(int(s.head)+int(s.n))%len(s.buf)] = newEntry(smp, sec)
 	s.n++
 	s.newest = sec
 	return true

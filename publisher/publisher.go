@@ -187,6 +187,9 @@ func (p *Publisher) startInformers(ctx context.Context) {
 			return core.Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
 	}, policyinput.PodRecords(p.names))
+	// The conversion looks the previous record up through p.nodes when a
+	// node arrives: the informer's store exists only once the informer
+	// does, and the informer is built from this conversion.
 	nodeLW := compactlist.New(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return core.Nodes().List(ctx, o)
