@@ -184,8 +184,6 @@ func (f *fixture) assumptions() int {
 	return a
 }
 
-// counter reads a counter (or the sum of a counter vector's children
-// matching labels) from the fixture's registry.
 // histogram returns the sample count and sum of the histogram name's series
 // matching labels.
 func (f *fixture) histogram(name string, labels map[string]string) (count, sum float64) {
@@ -208,6 +206,8 @@ func (f *fixture) histogram(name string, labels map[string]string) (count, sum f
 	return count, sum
 }
 
+// counter reads a counter (or the sum of a counter vector's children
+// matching labels) from the fixture's registry.
 func (f *fixture) counter(name string, labels map[string]string) float64 {
 	f.t.Helper()
 	mfs, err := f.reg.Gather()

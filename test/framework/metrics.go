@@ -49,9 +49,12 @@ func SumSamples(body io.Reader, name string, labels ...string) (float64, error) 
 		return 0
 	}
 	family, ok := families[name]
+	var le float64
 	noBucket := false
 	if base, found := strings.CutSuffix(name, "_bucket"); !ok && found && families[base].GetType() == dto.MetricType_HISTOGRAM {
-		le, rest, err := bucketBound(labels)
+		var rest []string
+		var err error
+		le, rest, err = bucketBound(labels)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", name, err)
 		}
@@ -99,7 +102,7 @@ func SumSamples(body io.Reader, name string, labels ...string) (float64, error) 
 		}
 	}
 	if noBucket {
-		return 0, fmt.Errorf("%s has no bucket with the bound asked for: %q", name, labels)
+		return 0, fmt.Errorf("%s has no bucket le=%v", name, le)
 	}
 	return total, nil
 }
