@@ -108,7 +108,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate (PEM) for HTTPS, re-read when the file changes. Requires --tls-private-key-file.")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key (PEM) of --tls-cert-file.")
 	o.Staleness.AddFlags(fs, "the node offers no reclaimed room")
-	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "Prioritize strategy: spread (favour nodes with the most reclaimed room left) or binpack (the least).")
+	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "Strategy of the prioritize verb: spread (favour nodes with the most reclaimed room left) or binpack (the least). Only a scheduler configured with prioritizeVerb calls it (the legacy policy.json); the shipped KubeSchedulerConfiguration scores in its profile instead (NodeResourcesFit, LeastAllocated or MostAllocated).")
 	fs.BoolVar(&o.RequireEnforced, "require-enforced", o.RequireEnforced, "Refuse to place a pod asking for reclaimed resources unless every such container carries the native cpu/memory limits and explicit requests the kube-reclaim pod webhook sets (kubelet enforces its grant through them). Such a pod was created while the pod webhook was not configured; it stays Pending with a message naming what is missing. Set to false only where pods are enforced otherwise.")
 	fs.DurationVar(&o.AssumeTimeout, "assume-timeout", o.AssumeTimeout, "How long a pod bound by this extender keeps its room reserved while the pod informer has not shown it bound. Must exceed the watch lag (see kube_reclaim_extender_assumption_confirm_duration_seconds); too short risks over-booking.")
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -29,10 +30,10 @@ const (
 	// PercentageOfNodesToScore is the SchedulerName profile's share of the
 	// nodes kube-scheduler looks for before it asks the extender, never
 	// fewer than 100 (kube-scheduler's floor): 100 nodes up to 2,000 nodes,
-	// 250 at 5,000. Every one of them costs the scheduler twice per pod:
-	// its name travels to the extender and back in the filter and in the
-	// prioritize call, and NodeResourcesFit checks each extended resource
-	// name of the pod against every node. kube-scheduler's adaptive default
+	// 250 at 5,000. Every one of them costs the scheduler per pod: its
+	// name travels to the extender and back in the filter call, and
+	// NodeResourcesFit checks each extended resource name of the pod
+	// against every node. kube-scheduler's adaptive default
 	// sends 420 nodes at 1,000 and 500 at 5,000, which halved the rate of
 	// reclaimed pods against native ones (make bench, P2); 5 is the floor
 	// that adaptive default itself reaches at 5,625 nodes. The cost: when
@@ -104,10 +105,15 @@ func managedResources(domain string) ([]configv1.ExtenderManagedResource, error)
 	return []configv1.ExtenderManagedResource{{Name: string(n.CPU), IgnoredByScheduler: true}, {Name: string(n.Memory), IgnoredByScheduler: true}}, nil
 }
 
+// extenderEntry is the extender for a KubeSchedulerConfiguration: filter
+// and bind only. Scoring is the profile's (profiles): kube-scheduler scores
+// the reclaimed resources itself, which costs it nothing per pod beyond its
+// own plugins, where a prioritize call costs a second HTTP round trip with
+// the pod and every node name in the serial part of each scheduling cycle.
 func extenderEntry(urlPrefix, domain string) (configv1.Extender, error) {
 	mr, err := managedResources(domain)
 	return configv1.Extender{
-		URLPrefix: urlPrefix, FilterVerb: "filter", PrioritizeVerb: "prioritize", BindVerb: "bind", Weight: 1,
+		URLPrefix: urlPrefix, FilterVerb: "filter", BindVerb: "bind",
 		EnableHTTPS: strings.HasPrefix(urlPrefix, "https://"), HTTPTimeout: metav1.Duration{Duration: ExtenderHTTPTimeout},
 		NodeCacheCapable: true, ManagedResources: mr,
 		// Not ignorable: without the extender nothing guards the room.
@@ -146,31 +152,54 @@ func ExtenderConfigYAMLWithCA(urlPrefix, domain, caFile string) (string, error) 
 	}{[]explicitExtender{explicit(e)}})
 }
 
-// profiles returns a profile per scheduler name; SchedulerName's carries
-// PercentageOfNodesToScore, the others kube-scheduler's defaults.
-func profiles(schedulerNames []string) []configv1.KubeSchedulerProfile {
-	ps := make([]configv1.KubeSchedulerProfile, len(schedulerNames))
-	for i := range schedulerNames {
-		ps[i].SchedulerName = &schedulerNames[i]
-		if schedulerNames[i] == SchedulerName {
-			ps[i].PercentageOfNodesToScore = ptr.To(PercentageOfNodesToScore)
-		}
+// ReclaimedProfile returns the profile that places reclaimed pods: named
+// name (SchedulerName when shipped), PercentageOfNodesToScore, and
+// NodeResourcesFit scoring only the reclaimed resources of domain, the way
+// strategy (StrategySpread or StrategyBinpack) ranks nodes. kube-scheduler
+// scores them against the node's allocatable, which the node webhook keeps
+// at the published room (never below what the node's reclaimed pods hold),
+// and its own accounting of the pods on the node, assumed ones included:
+// the share of the room left, as the extender's prioritize verb ranks it.
+// Native CPU and memory are left out of the score: reclaimed pods request
+// none.
+func ReclaimedProfile(name, domain, strategy string) (configv1.KubeSchedulerProfile, error) {
+	n, err := reclaimable.NewNames(domain)
+	if err != nil {
+		return configv1.KubeSchedulerProfile{}, err
 	}
-	return ps
+	scoring := configv1.LeastAllocated
+	switch strategy {
+	case StrategySpread:
+	case StrategyBinpack:
+		scoring = configv1.MostAllocated
+	default:
+		return configv1.KubeSchedulerProfile{}, fmt.Errorf("strategy %q is neither %s nor %s", strategy, StrategySpread, StrategyBinpack)
+	}
+	args := &configv1.NodeResourcesFitArgs{ScoringStrategy: &configv1.ScoringStrategy{Type: scoring,
+		Resources: []configv1.ResourceSpec{{Name: string(n.CPU), Weight: 1}, {Name: string(n.Memory), Weight: 1}}}}
+	return configv1.KubeSchedulerProfile{
+		SchedulerName:            &name,
+		PercentageOfNodesToScore: ptr.To(PercentageOfNodesToScore),
+		PluginConfig:             []configv1.PluginConfig{{Name: nodeResourcesFit, Args: runtime.RawExtension{Object: args}}},
+	}, nil
 }
 
-// ProfilesYAML returns a top-level `profiles:` list with a profile per
-// scheduler name, for example ProfilesYAML("default-scheduler",
-// SchedulerName) for one kube-scheduler serving both.
-func ProfilesYAML(schedulerNames ...string) string {
-	s, err := toYAML(struct {
+// nodeResourcesFit is kube-scheduler's plugin that checks and scores
+// resource requests.
+const nodeResourcesFit = "NodeResourcesFit"
+
+// DefaultProfile is a profile with kube-scheduler's defaults.
+func DefaultProfile(name string) configv1.KubeSchedulerProfile {
+	return configv1.KubeSchedulerProfile{SchedulerName: &name}
+}
+
+// ProfilesYAML returns a top-level `profiles:` list, for example
+// DefaultProfile("default-scheduler") and ReclaimedProfile(SchedulerName,
+// …) for one kube-scheduler serving both.
+func ProfilesYAML(profiles ...configv1.KubeSchedulerProfile) (string, error) {
+	return toYAML(struct {
 		Profiles []configv1.KubeSchedulerProfile `json:"profiles"`
-	}{profiles(schedulerNames)})
-	if err != nil {
-		// Strings in typed structs always marshal.
-		panic(fmt.Sprintf("marshalling scheduler profiles: %v", err))
-	}
-	return s
+	}{profiles})
 }
 
 // KubeSchedulerConfigYAML returns the complete KubeSchedulerConfiguration
@@ -181,19 +210,25 @@ func KubeSchedulerConfigYAML(urlPrefix, domain string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	p, err := ReclaimedProfile(SchedulerName, domain, StrategySpread)
+	if err != nil {
+		return "", err
+	}
 	return toYAML(schedulerConfig{
 		TypeMeta: metav1.TypeMeta{APIVersion: configv1.SchemeGroupVersion.String(), Kind: "KubeSchedulerConfiguration"},
 		LeaderElection: leaderElection{
 			LeaderElect: true, ResourceName: SchedulerName, ResourceNamespace: leaderlease.DefaultNamespace,
 		},
-		Profiles:  profiles([]string{SchedulerName}),
+		Profiles:  []configv1.KubeSchedulerProfile{p},
 		Extenders: []explicitExtender{explicit(e)},
 	})
 }
 
 // LegacyPolicyJSON returns the scheduler Policy (kind Policy, apiVersion v1)
 // with the same extender, for kube-scheduler older than 1.23
-// (--policy-config-file); shipped as deploy/scheduler/policy.json.
+// (--policy-config-file); shipped as deploy/scheduler/policy.json. The
+// Policy has no profiles, so it scores through the extender's prioritize
+// verb (--strategy).
 func LegacyPolicyJSON(urlPrefix, domain string) (string, error) {
 	e, err := extenderEntry(urlPrefix, domain)
 	if err != nil {
@@ -204,8 +239,8 @@ func LegacyPolicyJSON(urlPrefix, domain string) (string, error) {
 		APIVersion string           `json:"apiVersion"`
 		Extenders  []legacyExtender `json:"extenders"`
 	}{Kind: "Policy", APIVersion: "v1", Extenders: []legacyExtender{{
-		URLPrefix: e.URLPrefix, FilterVerb: e.FilterVerb, PrioritizeVerb: e.PrioritizeVerb, BindVerb: e.BindVerb,
-		Weight: e.Weight, EnableHTTPS: e.EnableHTTPS, HTTPTimeout: int64(e.HTTPTimeout.Duration),
+		URLPrefix: e.URLPrefix, FilterVerb: e.FilterVerb, PrioritizeVerb: "prioritize", BindVerb: e.BindVerb,
+		Weight: 1, EnableHTTPS: e.EnableHTTPS, HTTPTimeout: int64(e.HTTPTimeout.Duration),
 		NodeCacheCapable: e.NodeCacheCapable, ManagedResources: e.ManagedResources, Ignorable: e.Ignorable,
 	}}}
 	b, err := json.MarshalIndent(policy, "", "  ")

@@ -55,6 +55,18 @@ type v1Config struct {
 	Profiles []struct {
 		SchedulerName            string `json:"schedulerName"`
 		PercentageOfNodesToScore *int32 `json:"percentageOfNodesToScore,omitempty"`
+		PluginConfig             []struct {
+			Name string `json:"name"`
+			Args struct {
+				ScoringStrategy struct {
+					Type      string `json:"type"`
+					Resources []struct {
+						Name   string `json:"name"`
+						Weight int64  `json:"weight"`
+					} `json:"resources"`
+				} `json:"scoringStrategy"`
+			} `json:"args"`
+		} `json:"pluginConfig,omitempty"`
 	} `json:"profiles"`
 	Extenders []v1Extender `json:"extenders"`
 }
@@ -80,9 +92,10 @@ type legacyPolicy struct {
 	} `json:"extenders"`
 }
 
-// wantExtender is the expected extender entry, written out by hand.
+// wantExtender is the expected extender entry, written out by hand: no
+// prioritizeVerb, the profile scores.
 const wantExtenderJSON = `{"urlPrefix": "http://kube-reclaim-extender.kube-reclaim.svc:8888",
- "filterVerb": "filter", "prioritizeVerb": "prioritize", "bindVerb": "bind", "weight": 1,
+ "filterVerb": "filter", "bindVerb": "bind",
  "nodeCacheCapable": true, "httpTimeout": "5s",
  "managedResources": [{"name": "kube-reclaim.io/reclaimed-cpu", "ignoredByScheduler": true},
                       {"name": "kube-reclaim.io/reclaimed-memory", "ignoredByScheduler": true}]}`
@@ -118,6 +131,8 @@ func TestShippedSchedulerConfigMatchesGenerated(t *testing.T) {
 			t.Errorf("%s: profiles = %+v", name, c.Profiles)
 		} else if p := c.Profiles[0].PercentageOfNodesToScore; p == nil || *p != 5 {
 			t.Errorf("%s: percentageOfNodesToScore = %v, want 5", name, p)
+		} else {
+			checkScoring(t, name, c.Profiles[0].PluginConfig, "LeastAllocated", "kube-reclaim.io")
 		}
 		if le := c.LeaderElection; le == nil || !le.LeaderElect || le.ResourceName != "kube-reclaim-scheduler" || le.ResourceNamespace != "kube-reclaim" {
 			t.Errorf("%s: leaderElection = %+v, want its own lease", name, le)
@@ -143,20 +158,28 @@ func TestExtenderConfigForATestScheduler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	doc := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" +
-		ProfilesYAML("default-scheduler", SchedulerName) + ext
+	rp, err := ReclaimedProfile(SchedulerName, "example.com", StrategyBinpack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := ProfilesYAML(DefaultProfile("default-scheduler"), rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + profiles + ext
 	c := parseV1(t, doc)
 	if len(c.Profiles) != 2 || c.Profiles[0].SchedulerName != "default-scheduler" || c.Profiles[1].SchedulerName != "kube-reclaim-scheduler" {
 		t.Fatalf("profiles = %+v", c.Profiles)
 	}
-	// Only the reclaimed profile scores fewer nodes; the other keeps
-	// kube-scheduler's default.
-	if p := c.Profiles[0].PercentageOfNodesToScore; p != nil {
-		t.Errorf("default-scheduler percentageOfNodesToScore = %d, want unset", *p)
+	// Only the reclaimed profile scores fewer nodes and scores the
+	// reclaimed resources; the other keeps kube-scheduler's defaults.
+	if p := c.Profiles[0].PercentageOfNodesToScore; p != nil || c.Profiles[0].PluginConfig != nil {
+		t.Errorf("default-scheduler percentageOfNodesToScore = %v, pluginConfig %+v, want neither", p, c.Profiles[0].PluginConfig)
 	}
 	if p := c.Profiles[1].PercentageOfNodesToScore; p == nil || *p != 5 {
 		t.Errorf("kube-reclaim-scheduler percentageOfNodesToScore = %v, want 5", p)
 	}
+	checkScoring(t, "binpack profile", c.Profiles[1].PluginConfig, "MostAllocated", "example.com")
 	e := c.Extenders[0]
 	if e.URLPrefix != "https://127.0.0.1:9443" || !e.EnableHTTPS || e.ManagedResources[0].Name != "example.com/reclaimed-cpu" ||
 		e.ManagedResources[1].Name != "example.com/reclaimed-memory" || e.TLSConfig == nil || e.TLSConfig.CAFile != "/tmp/ca dir/ca.crt" {
@@ -165,9 +188,15 @@ func TestExtenderConfigForATestScheduler(t *testing.T) {
 	if _, err := ExtenderConfigYAML("http://x", "Not A Domain"); err == nil {
 		t.Error("invalid domain accepted")
 	}
+	if _, err := ReclaimedProfile(SchedulerName, "Not A Domain", StrategySpread); err == nil {
+		t.Error("ReclaimedProfile accepted an invalid domain")
+	}
+	if _, err := ReclaimedProfile(SchedulerName, "example.com", "random"); err == nil || !strings.Contains(err.Error(), `"random"`) {
+		t.Errorf("ReclaimedProfile with an unknown strategy: %v, want an error naming it", err)
+	}
 	// Names YAML would misread are quoted.
-	if got := ProfilesYAML("true", "8080"); got != "profiles:\n- schedulerName: \"true\"\n- schedulerName: \"8080\"\n" {
-		t.Errorf("ProfilesYAML = %q", got)
+	if got, err := ProfilesYAML(DefaultProfile("true"), DefaultProfile("8080")); err != nil || got != "profiles:\n- schedulerName: \"true\"\n- schedulerName: \"8080\"\n" {
+		t.Errorf("ProfilesYAML = %q, %v", got, err)
 	}
 }
 
@@ -198,6 +227,21 @@ func TestShippedLegacyPolicyMatchesGenerated(t *testing.T) {
 		len(e.ManagedResources) != 2 || e.ManagedResources[0].Name != "kube-reclaim.io/reclaimed-cpu" || !e.ManagedResources[0].IgnoredByScheduler ||
 		e.ManagedResources[1].Name != "kube-reclaim.io/reclaimed-memory" || !e.ManagedResources[1].IgnoredByScheduler {
 		t.Errorf("extender = %+v", e)
+	}
+}
+
+// checkScoring checks that a profile's plugin configuration is exactly
+// NodeResourcesFit scoring the reclaimed resources of domain with scoring.
+func checkScoring(t *testing.T, what string, pc any, scoring, domain string) {
+	t.Helper()
+	got, err := json.Marshal(pc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf(`[{"name":"NodeResourcesFit","args":{"scoringStrategy":{"type":%q,"resources":[{"name":"%s/reclaimed-cpu","weight":1},{"name":"%s/reclaimed-memory","weight":1}]}}}]`,
+		scoring, domain, domain)
+	if string(got) != want {
+		t.Errorf("%s: pluginConfig %s\nwant %s", what, got, want)
 	}
 }
 
@@ -243,10 +287,18 @@ func TestConfigDecodesStrictlyIntoUpstreamTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	test := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + ProfilesYAML("default-scheduler", SchedulerName) + ext
+	rp, err := ReclaimedProfile(SchedulerName, "example.com", StrategySpread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := ProfilesYAML(DefaultProfile("default-scheduler"), rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	test := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + profiles + ext
 
 	want := configv1.Extender{
-		URLPrefix: DefaultURLPrefix, FilterVerb: "filter", PrioritizeVerb: "prioritize", BindVerb: "bind", Weight: 1,
+		URLPrefix: DefaultURLPrefix, FilterVerb: "filter", BindVerb: "bind",
 		HTTPTimeout: metav1.Duration{Duration: 5 * time.Second}, NodeCacheCapable: true,
 		ManagedResources: []configv1.ExtenderManagedResource{
 			{Name: "kube-reclaim.io/reclaimed-cpu", IgnoredByScheduler: true},
@@ -266,6 +318,25 @@ func TestConfigDecodesStrictlyIntoUpstreamTypes(t *testing.T) {
 		if len(c.Profiles) != 1 || ptr.Deref(c.Profiles[0].SchedulerName, "") != SchedulerName || le.LeaderElect == nil || !*le.LeaderElect ||
 			le.ResourceName != SchedulerName || le.ResourceNamespace != "kube-reclaim" {
 			t.Errorf("%s: profiles %+v, leaderElection %+v", name, c.Profiles, le)
+			continue
+		}
+		// The plugin's args decode strictly into the upstream type too.
+		pc := c.Profiles[0].PluginConfig
+		if len(pc) != 1 || pc[0].Name != "NodeResourcesFit" {
+			t.Errorf("%s: pluginConfig %+v, want NodeResourcesFit's", name, pc)
+			continue
+		}
+		dec := json.NewDecoder(bytes.NewReader(pc[0].Args.Raw))
+		dec.DisallowUnknownFields()
+		var args configv1.NodeResourcesFitArgs
+		if err := dec.Decode(&args); err != nil {
+			t.Errorf("%s: NodeResourcesFit args %s: %v", name, pc[0].Args.Raw, err)
+			continue
+		}
+		wantArgs := configv1.NodeResourcesFitArgs{ScoringStrategy: &configv1.ScoringStrategy{Type: configv1.LeastAllocated,
+			Resources: []configv1.ResourceSpec{{Name: "kube-reclaim.io/reclaimed-cpu", Weight: 1}, {Name: "kube-reclaim.io/reclaimed-memory", Weight: 1}}}}
+		if !reflect.DeepEqual(args, wantArgs) {
+			t.Errorf("%s: NodeResourcesFit args %+v, want %+v", name, args, wantArgs)
 		}
 	}
 	c, err := decode(test)

@@ -235,10 +235,10 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 			Note: fmt.Sprintf("real kube-scheduler, reclaimed pods on profile %s (percentageOfNodesToScore %d), native pods on %s; extender --kube-api-qps=%d",
 				extender.SchedulerName, sched.PercentageOfNodesToScore, corev1.DefaultSchedulerName, sched.ExtenderQPS)}
 		if n := sched.Reclaimed.NodesPerCall; len(n) > 0 {
-			r.Note += fmt.Sprintf("; nodes per extender call filter %.0f, prioritize %.0f", n["filter"], n["prioritize"])
+			r.Note += "; nodes per extender call " + byVerb(n, "%.0f")
 		}
 		if m := sched.Reclaimed.ExtenderMeanMs; len(m) > 0 {
-			r.Note += fmt.Sprintf("; extender mean server time filter %.2f ms, prioritize %.2f ms, bind %.2f ms", m["filter"], m["prioritize"], m["bind"])
+			r.Note += "; extender mean server time " + byVerb(m, "%.2f ms")
 		}
 		r.Note += fmt.Sprintf("; kube-scheduler algorithm time per pod reclaimed %.2f ms, native %.2f ms", sched.Reclaimed.AlgorithmMeanMs, sched.Native.AlgorithmMeanMs)
 		if rc, nc := sched.Reclaimed.CPUPerPodMs, sched.Native.CPUPerPodMs; rc["all"] > 0 && nc["all"] > 0 {

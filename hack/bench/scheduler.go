@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -170,7 +172,15 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	// Native pods take the default profile; reclaimed pods the shipped
 	// kube-reclaim-scheduler profile, as a cluster that adds it to its own
 	// scheduler runs them.
-	schedCfg := extender.ProfilesYAML(corev1.DefaultSchedulerName, extender.SchedulerName) + extCfg
+	reclaimedProfile, err := extender.ReclaimedProfile(extender.SchedulerName, reclaimable.DefaultDomain, extender.StrategySpread)
+	if err != nil {
+		return nil, err
+	}
+	profiles, err := extender.ProfilesYAML(extender.DefaultProfile(corev1.DefaultSchedulerName), reclaimedProfile)
+	if err != nil {
+		return nil, err
+	}
+	schedCfg := profiles + extCfg
 	b.step("starting etcd, kube-apiserver, controller-manager, kube-scheduler (profiles %s with percentageOfNodesToScore %d, and %s; extender configured), kwok; no metrics-server",
 		extender.SchedulerName, extender.PercentageOfNodesToScore, corev1.DefaultSchedulerName)
 	b.c, err = cluster.Start(ctx, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg, HeartbeatInterval: cfg.heartbeat})
@@ -195,7 +205,7 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	if err := b.annotate(ctx, nodes); err != nil {
 		return nil, err
 	}
-	b.step("annotated every node with fresh reclaimable room (32 cores, 128 GiB)")
+	b.step("annotated every node with fresh reclaimable room (32 cores, 128 GiB), in capacity and allocatable too (as the node webhook puts it there; the profile scores it)")
 
 	dep, err := stack.LoadDeployed("default")
 	if err != nil {
@@ -303,11 +313,11 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 	fmt.Fprintf(out, "kube-scheduler mean scheduling algorithm time per pod (the serial part of its cycle): reclaimed %.2f ms, native %.2f ms\n",
 		r.Reclaimed.AlgorithmMeanMs, r.Native.AlgorithmMeanMs)
 	if m := r.Reclaimed.ExtenderMeanMs; len(m) > 0 {
-		fmt.Fprintf(out, "extender mean server time during the reclaimed phase: filter %.2f ms, prioritize %.2f ms, bind %.2f ms\n", m["filter"], m["prioritize"], m["bind"])
+		fmt.Fprintf(out, "extender mean server time during the reclaimed phase: %s\n", byVerb(m, "%.2f ms"))
 	}
 	if n := r.Reclaimed.NodesPerCall; len(n) > 0 {
-		fmt.Fprintf(out, "nodes per extender call during the reclaimed phase (profile %s, percentageOfNodesToScore %d): filter %.0f, prioritize %.0f\n",
-			extender.SchedulerName, r.PercentageOfNodesToScore, n["filter"], n["prioritize"])
+		fmt.Fprintf(out, "nodes per extender call during the reclaimed phase (profile %s, percentageOfNodesToScore %d): %s\n",
+			extender.SchedulerName, r.PercentageOfNodesToScore, byVerb(n, "%.0f"))
 	}
 	if len(r.Reclaimed.CPUPerPodMs) > 0 && len(r.Native.CPUPerPodMs) > 0 {
 		fmt.Fprintf(out, "CPU per pod bound beyond the background, ms, by process (background in cores):\n%-24s %10s %10s %10s\n", "process", "reclaimed", "native", "background")
@@ -428,7 +438,8 @@ func tail(p *cluster.Process) string {
 	return p.Tail(3000)
 }
 
-// annotate writes a fresh annotation with generous room on every node.
+// annotate writes a fresh annotation with generous room on every node, and
+// the same room into its capacity and allocatable.
 func (b *schedBench) annotate(ctx context.Context, nodes []string) error {
 	now := time.Now().UTC().Truncate(time.Second)
 	a := reclaimable.Annotation{CPUMilli: 32000, MemoryBytes: 128 << 30, Policy: "usage", MetricsTime: now, WriteTime: now}
@@ -440,8 +451,16 @@ func (b *schedBench) annotate(ctx context.Context, nodes []string) error {
 	if err != nil {
 		return err
 	}
+	room := map[string]string{string(b.names.CPU): strconv.FormatInt(a.CPUMilli, 10), string(b.names.Memory): strconv.FormatInt(a.MemoryBytes, 10)}
+	status, err := json.Marshal(map[string]any{"status": map[string]any{"capacity": room, "allocatable": room}})
+	if err != nil {
+		return err
+	}
 	return parallel(ctx, len(nodes), 32, func(i int) error {
-		_, err := b.client.CoreV1().Nodes().Patch(ctx, nodes[i], types.MergePatchType, patch, metav1.PatchOptions{})
+		if _, err := b.client.CoreV1().Nodes().Patch(ctx, nodes[i], types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return err
+		}
+		_, err := b.client.CoreV1().Nodes().Patch(ctx, nodes[i], types.MergePatchType, status, metav1.PatchOptions{}, "status")
 		return err
 	})
 }
@@ -643,6 +662,18 @@ func (b *schedBench) deleteAll(ctx context.Context) error {
 		}
 	}
 	return errors.New("pods of the previous phase were not deleted in time")
+}
+
+// byVerb lists the verbs m has a figure for (those called during the
+// phase), in the order kube-scheduler calls them, each formatted by format.
+func byVerb(m map[string]float64, format string) string {
+	var parts []string
+	for _, verb := range []string{"filter", "prioritize", "bind"} {
+		if v, ok := m[verb]; ok {
+			parts = append(parts, verb+" "+fmt.Sprintf(format, v))
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // verbTime is the sum and count of a request histogram.

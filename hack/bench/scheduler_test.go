@@ -118,3 +118,23 @@ func TestCPUPerPodIsEachProcessesTimeBeyondItsBackgroundPerPod(t *testing.T) {
 }
 
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+
+func TestByVerbListsOnlyTheVerbsCalledInCallOrder(t *testing.T) {
+	tests := []struct {
+		name string
+		m    map[string]float64
+		want string
+	}{
+		{"all three", map[string]float64{"bind": 300, "prioritize": 0.2, "filter": 0.3}, "filter 0.30 ms, prioritize 0.20 ms, bind 300.00 ms"},
+		{"no prioritize call", map[string]float64{"bind": 300, "filter": 0.3}, "filter 0.30 ms, bind 300.00 ms"},
+		{"a verb measured at zero is still listed", map[string]float64{"filter": 0}, "filter 0.00 ms"},
+		{"nothing", nil, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := byVerb(tt.m, "%.2f ms"); got != tt.want {
+				t.Errorf("byVerb = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}

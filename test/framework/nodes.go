@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -161,6 +162,14 @@ func ClearReclaimedStatus(t testing.TB, c *cluster.Cluster, node string) {
 	t.Helper()
 	gone := map[string]any{string(Names.CPU): nil, string(Names.Memory): nil}
 	MustPatchNode(t, c, node, map[string]any{"status": map[string]any{"capacity": gone, "allocatable": gone}}, "status")
+}
+
+// SetReclaimedStatus sets the reclaimed resources in the node's capacity and
+// allocatable, as the node webhook does on each kubelet write.
+func SetReclaimedStatus(t testing.TB, c *cluster.Cluster, node string, cpuMilli, memBytes int64) {
+	t.Helper()
+	v := map[string]any{string(Names.CPU): strconv.FormatInt(cpuMilli, 10), string(Names.Memory): strconv.FormatInt(memBytes, 10)}
+	MustPatchNode(t, c, node, map[string]any{"status": map[string]any{"capacity": v, "allocatable": v}}, "status")
 }
 
 // AddReadyNodes adds n kwok nodes made from spec and waits until they are

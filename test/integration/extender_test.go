@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
+	configv1 "k8s.io/kube-scheduler/config/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
@@ -64,6 +65,9 @@ func podNode(t *testing.T, c *cluster.Cluster, ns, name string, timeout time.Dur
 	return node
 }
 
+// binpackProfile is TestExtender's profile with binpack scoring.
+const binpackProfile = "kube-reclaim-binpack"
+
 func TestExtender(t *testing.T) {
 	ctx := context.Background()
 	port, err := cluster.FreePort()
@@ -75,8 +79,21 @@ func TestExtender(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Pods take the default profile unless they name the shipped one.
-	schedCfg := extender.ProfilesYAML(corev1.DefaultSchedulerName, extender.SchedulerName) + extCfg
+	// Pods take the default profile unless they name the shipped one, or
+	// the same with binpack scoring.
+	profiles := []configv1.KubeSchedulerProfile{extender.DefaultProfile(corev1.DefaultSchedulerName)}
+	for _, pr := range []struct{ name, strategy string }{{extender.SchedulerName, extender.StrategySpread}, {binpackProfile, extender.StrategyBinpack}} {
+		p, err := extender.ReclaimedProfile(pr.name, reclaimable.DefaultDomain, pr.strategy)
+		if err != nil {
+			t.Fatal(err)
+		}
+		profiles = append(profiles, p)
+	}
+	profilesYAML, err := extender.ProfilesYAML(profiles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	schedCfg := profilesYAML + extCfg
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg})
 	extArgs := func(strategy string, extra ...string) []string {
 		return append([]string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--strategy=" + strategy, "--publisher-lease-name="}, extra...)
@@ -124,18 +141,24 @@ func TestExtender(t *testing.T) {
 		}
 	})
 
-	// Three nodes with room in proportion 10 : 3 : 2 (pods ask 1 core, 1 GiB).
+	// Three nodes with room in proportion 10 : 3 : 2 (pods ask 1 core, 1
+	// GiB), published and in allocatable, as the node webhook keeps it.
 	strategyNodes := addGroup("strategy", 3)
-	annotate(strategyNodes[0], 10000, 10*gib, time.Now())
-	annotate(strategyNodes[1], 3000, 3*gib, time.Now())
-	annotate(strategyNodes[2], 2000, 2*gib, time.Now())
+	for i, cores := range []int64{10, 3, 2} {
+		annotate(strategyNodes[i], cores*1000, cores*gib, time.Now())
+		framework.SetReclaimedStatus(t, c, strategyNodes[i], cores*1000, cores*gib)
+	}
 	framework.CreateNamespace(t, c, "strategy")
 	waitCached(3)
 
-	t.Run("spread places pods on the node with the most room left", func(t *testing.T) {
+	// The profiles score the nodes (kube-scheduler's NodeResourcesFit on
+	// the reclaimed resources); the extender only filters and binds.
+	t.Run("the shipped profile spreads pods to the node with the most room left", func(t *testing.T) {
 		for i := 0; i < 2; i++ {
 			name := fmt.Sprintf("spread-%d", i)
-			framework.CreatePod(t, c, reclaimedPod("strategy", name, "strategy", 1000, gib))
+			p := reclaimedPod("strategy", name, "strategy", 1000, gib)
+			p.Spec.SchedulerName = extender.SchedulerName
+			framework.CreatePod(t, c, p)
 			if got := podNode(t, c, "strategy", name, time.Minute); got != strategyNodes[0] {
 				t.Errorf("%s on %q, want %s (most room)", name, got, strategyNodes[0])
 			}
@@ -143,29 +166,18 @@ func TestExtender(t *testing.T) {
 		framework.DeleteAllPods(t, c, "strategy")
 	})
 
-	t.Run("binpack fills the node with the least room left first", func(t *testing.T) {
-		if err := c.StopComponent("extender"); err != nil {
-			t.Fatal(err)
-		}
-		ext = framework.StartRole(t, c, "extender", "extender", extArgs("binpack")...)
-		waitCached(3)
+	t.Run("the binpack profile fills the node with the least room left first, up to its room", func(t *testing.T) {
 		want := []string{strategyNodes[2], strategyNodes[2], strategyNodes[1]}
 		for i, w := range want {
 			name := fmt.Sprintf("binpack-%d", i)
-			framework.CreatePod(t, c, reclaimedPod("strategy", name, "strategy", 1000, gib))
+			p := reclaimedPod("strategy", name, "strategy", 1000, gib)
+			p.Spec.SchedulerName = binpackProfile
+			framework.CreatePod(t, c, p)
 			if got := podNode(t, c, "strategy", name, time.Minute); got != w {
 				t.Errorf("%s on %q, want %s", name, got, w)
 			}
 		}
 		framework.DeleteAllPods(t, c, "strategy")
-		if err := c.StopComponent("extender"); err != nil {
-			t.Fatal(err)
-		}
-		ext = framework.StartRole(t, c, "extender", "extender", extArgs("spread")...)
-		// Ready is not synced: the next subtest's pod must meet the nodes
-		// in the extender's cache, or its first attempt fails for another
-		// reason and the scheduler may not retry it for minutes.
-		waitCached(3)
 	})
 
 	t.Run("a pod too big for every node stays Pending and its event carries the per-node reasons", func(t *testing.T) {

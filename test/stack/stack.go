@@ -147,9 +147,23 @@ func NewPorts() (Ports, error) {
 	return p, nil
 }
 
-// SchedulerConfig is the extenders section for cluster.Options.SchedulerConfig.
+// SchedulerConfig is the profiles and extenders sections for
+// cluster.Options.SchedulerConfig. Every pod of a stack takes
+// default-scheduler, so that profile gets the shipped reclaimed profile's
+// settings: it scores the reclaimed resources, as the kube-reclaim-scheduler
+// profile does in deploy/scheduler (regular pods, which ask none, are then
+// scored by kube-scheduler's other plugins only).
 func (p Ports) SchedulerConfig() (string, error) {
-	return extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", p.Extender), reclaimable.DefaultDomain)
+	prof, err := extender.ReclaimedProfile(corev1.DefaultSchedulerName, reclaimable.DefaultDomain, extender.StrategySpread)
+	if err != nil {
+		return "", err
+	}
+	profiles, err := extender.ProfilesYAML(prof)
+	if err != nil {
+		return "", err
+	}
+	ext, err := extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", p.Extender), reclaimable.DefaultDomain)
+	return profiles + ext, err
 }
 
 // Options tune a stack; the zero value runs deploy/default as deployed.
