@@ -188,19 +188,10 @@ func (f *fixture) assumptions() int {
 // matching labels.
 func (f *fixture) histogram(name string, labels map[string]string) (count, sum float64) {
 	f.t.Helper()
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if h := m.GetHistogram(); h != nil && matches(m, labels) {
-				count += float64(h.GetSampleCount())
-				sum += h.GetSampleSum()
-			}
+	for _, m := range f.series(name, labels) {
+		if h := m.GetHistogram(); h != nil {
+			count += float64(h.GetSampleCount())
+			sum += h.GetSampleSum()
 		}
 	}
 	return count, sum
@@ -210,29 +201,40 @@ func (f *fixture) histogram(name string, labels map[string]string) (count, sum f
 // matching labels) from the fixture's registry.
 func (f *fixture) counter(name string, labels map[string]string) float64 {
 	f.t.Helper()
+	var sum float64
+	for _, m := range f.series(name, labels) {
+		switch {
+		case m.Counter != nil:
+			sum += m.Counter.GetValue()
+		case m.Gauge != nil:
+			sum += m.Gauge.GetValue()
+		case m.Histogram != nil:
+			sum += float64(m.Histogram.GetSampleCount())
+		}
+	}
+	return sum
+}
+
+// series gathers the fixture's registry and returns the series of the
+// metric name whose labels include labels.
+func (f *fixture) series(name string, labels map[string]string) []*dto.Metric {
+	f.t.Helper()
 	mfs, err := f.reg.Gather()
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	var sum float64
+	var out []*dto.Metric
 	for _, mf := range mfs {
 		if mf.GetName() != name {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
 			if matches(m, labels) {
-				switch {
-				case m.Counter != nil:
-					sum += m.Counter.GetValue()
-				case m.Gauge != nil:
-					sum += m.Gauge.GetValue()
-				case m.Histogram != nil:
-					sum += float64(m.Histogram.GetSampleCount())
-				}
+				out = append(out, m)
 			}
 		}
 	}
-	return sum
+	return out
 }
 
 func matches(m *dto.Metric, labels map[string]string) bool {

@@ -49,27 +49,23 @@ func SumSamples(body io.Reader, name string, labels ...string) (float64, error) 
 		return 0
 	}
 	family, ok := families[name]
-	var le float64
-	noBucket := false
 	if base, found := strings.CutSuffix(name, "_bucket"); !ok && found && families[base].GetType() == dto.MetricType_HISTOGRAM {
-		var rest []string
-		var err error
-		le, rest, err = bucketBound(labels)
+		le, rest, err := bucketBound(labels)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %w", name, err)
 		}
 		family, ok, labels = families[base], true, rest
+		// The series of a histogram share its bounds.
+		if ms := family.GetMetric(); len(ms) > 0 && !math.IsInf(le, 1) && !slices.ContainsFunc(ms[0].GetHistogram().GetBucket(), func(b *dto.Bucket) bool { return b.GetUpperBound() == le }) {
+			return 0, fmt.Errorf("%s has no bucket le=%v", name, le)
+		}
 		value = func(m *dto.Metric) float64 {
 			for _, b := range m.GetHistogram().GetBucket() {
 				if b.GetUpperBound() == le {
 					return float64(b.GetCumulativeCount())
 				}
 			}
-			if math.IsInf(le, 1) {
-				return float64(m.GetHistogram().GetSampleCount())
-			}
-			noBucket = true
-			return 0
+			return float64(m.GetHistogram().GetSampleCount()) // le=+Inf
 		}
 	}
 	if !ok {
@@ -100,9 +96,6 @@ func SumSamples(body io.Reader, name string, labels ...string) (float64, error) 
 		if hasLabels(m, labels) {
 			total += value(m)
 		}
-	}
-	if noBucket {
-		return 0, fmt.Errorf("%s has no bucket le=%v", name, le)
 	}
 	return total, nil
 }
