@@ -106,10 +106,10 @@ func managedResources(domain string) ([]configv1.ExtenderManagedResource, error)
 }
 
 // extenderEntry is the extender for a KubeSchedulerConfiguration: filter
-// and bind only. Scoring is the profile's (profiles): kube-scheduler scores
-// the reclaimed resources itself, which costs it nothing per pod beyond its
-// own plugins, where a prioritize call costs a second HTTP round trip with
-// the pod and every node name in the serial part of each scheduling cycle.
+// and bind only. The profile scores the reclaimed resources in process
+// (ReclaimedProfile); a prioritize call would add a second HTTP round trip
+// per pod, with the pod and every node name, to the serial part of each
+// scheduling cycle.
 func extenderEntry(urlPrefix, domain string) (configv1.Extender, error) {
 	mr, err := managedResources(domain)
 	return configv1.Extender{

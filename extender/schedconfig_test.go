@@ -154,20 +154,7 @@ func TestShippedSchedulerConfigMatchesGenerated(t *testing.T) {
 func TestExtenderConfigForATestScheduler(t *testing.T) {
 	// What a test or the demo feeds a real kube-scheduler: both profiles and
 	// the extender on localhost, for another domain, over HTTPS.
-	ext, err := ExtenderConfigYAMLWithCA("https://127.0.0.1:9443", "example.com", "/tmp/ca dir/ca.crt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, err := ReclaimedProfile(SchedulerName, "example.com", StrategyBinpack)
-	if err != nil {
-		t.Fatal(err)
-	}
-	profiles, err := ProfilesYAML(DefaultProfile("default-scheduler"), rp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + profiles + ext
-	c := parseV1(t, doc)
+	c := parseV1(t, testSchedulerConfig(t, "/tmp/ca dir/ca.crt", StrategyBinpack))
 	if len(c.Profiles) != 2 || c.Profiles[0].SchedulerName != "default-scheduler" || c.Profiles[1].SchedulerName != "kube-reclaim-scheduler" {
 		t.Fatalf("profiles = %+v", c.Profiles)
 	}
@@ -230,6 +217,27 @@ func TestShippedLegacyPolicyMatchesGenerated(t *testing.T) {
 	}
 }
 
+// testSchedulerConfig is a configuration as a test or the demo feeds a real
+// kube-scheduler: the default profile and the reclaimed one with strategy,
+// and the extender over HTTPS on localhost with the CA in caFile, for the
+// domain example.com.
+func testSchedulerConfig(t *testing.T, caFile, strategy string) string {
+	t.Helper()
+	ext, err := ExtenderConfigYAMLWithCA("https://127.0.0.1:9443", "example.com", caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := ReclaimedProfile(SchedulerName, "example.com", strategy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := ProfilesYAML(DefaultProfile("default-scheduler"), rp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + profiles + ext
+}
+
 // checkScoring checks that a profile's plugin configuration is exactly
 // NodeResourcesFit scoring the reclaimed resources of domain with scoring.
 func checkScoring(t *testing.T, what string, pc any, scoring, domain string) {
@@ -283,19 +291,7 @@ func TestConfigDecodesStrictlyIntoUpstreamTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ext, err := ExtenderConfigYAMLWithCA("https://127.0.0.1:9443", "example.com", "/tmp/ca.crt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp, err := ReclaimedProfile(SchedulerName, "example.com", StrategySpread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	profiles, err := ProfilesYAML(DefaultProfile("default-scheduler"), rp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	test := "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n" + profiles + ext
+	test := testSchedulerConfig(t, "/tmp/ca.crt", StrategySpread)
 
 	want := configv1.Extender{
 		URLPrefix: DefaultURLPrefix, FilterVerb: "filter", BindVerb: "bind",
