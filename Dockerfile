@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # kube-reclaim image: one static binary per command on distroless, non-root.
-#   make image                    (docker build -t ghcr.io/kube-reclaim/kube-reclaim:latest .)
+#   make image                    (docker build -t ghcr.io/kube-reclaim/kube-reclaim:$VERSION .)
 #   docker buildx build --platform linux/amd64,linux/arm64 -t ... .
 # The Deployments in deploy/ run `kube-reclaim <role> ...` (ENTRYPOINT plus args).
 

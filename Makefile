@@ -23,7 +23,7 @@ build: ## Build bin/kube-reclaim and bin/kubectl-reclaim
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
 image: ## Build the container image with docker build (needs a Docker engine with BuildKit; the development machine has none). IMAGE=name:tag names it
-	docker build --build-arg VERSION=$(VERSION) -t $(if $(IMAGE),$(IMAGE),ghcr.io/kube-reclaim/kube-reclaim:latest) .
+	docker build --build-arg VERSION=$(VERSION) -t $(if $(IMAGE),$(IMAGE),ghcr.io/kube-reclaim/kube-reclaim:$(VERSION)) .
 
 manifests: ## Render every deploy/ overlay to dist/<overlay>.yaml (kustomize Go API; no kubectl needed)
 	$(GO) run ./hack/manifests -o dist
@@ -58,13 +58,25 @@ demo: ## Run the whole system on a local cluster and watch batch pods use reclai
 bench: ## Every performance goal of docs/design.md (P1-P4) measured next to its baseline: one table, also written to bench-results.json (~25 minutes; BENCH_FLAGS=-quick for a try-out)
 	$(GO) run ./hack/bench all -o bench-results.json $(BENCH_FLAGS)
 
+# Every fuzz target runs: the packages whose test files declare a Fuzz
+# function, then the targets go test -list finds there, so that a new target
+# needs no line here.
 # go1.26's fuzz coordinator can end a clean run with "context deadline exceeded"
 # at the -fuzztime deadline without any failing input (golang/go#75804, fixed in
 # go1.27): such a run counts as passed when it wrote no input under testdata/fuzz.
-fuzz: ## Fuzz the webhook handler and the extender's argument parser for FUZZTIME each (default 30s)
+fuzz: ## Run every fuzz target of the repository, found by go test -list, for FUZZTIME each (default 30s)
 	@out=$$(mktemp); trap 'rm -f $$out' EXIT; \
-	for t in webhook/FuzzHandler extender/FuzzParseArgs; do \
-		pkg=$${t%/*}; fn=$${t#*/}; \
+	pkgs=$$($(GO) list -f '{{$$d := .Dir}}{{range .TestGoFiles}}{{$$d}}/{{.}} {{end}}{{range .XTestGoFiles}}{{$$d}}/{{.}} {{end}}' ./... | \
+		xargs -r grep -l '^func Fuzz' | xargs -r -n1 dirname | sort -u | sed "s|^$(CURDIR)/||"); \
+	targets=; \
+	for pkg in $$pkgs; do \
+		list=$$($(GO) test -list '^Fuzz' ./$$pkg/ 2>&1) || { echo "$$list"; echo "listing the fuzz targets of ./$$pkg/ failed"; exit 1; }; \
+		for fn in $$(echo "$$list" | grep '^Fuzz'); do targets="$$targets $$pkg/$$fn"; done; \
+	done; \
+	[ -n "$$targets" ] || { echo "no fuzz targets found"; exit 1; }; \
+	echo "fuzz targets:$$targets"; \
+	for t in $$targets; do \
+		pkg=$${t%/*}; fn=$${t##*/}; \
 		echo "$(GO) test -run '^\$$' -fuzz '^$$fn\$$' -fuzztime $(FUZZTIME) ./$$pkg/"; \
 		before=$$(ls $$pkg/testdata/fuzz/$$fn 2>/dev/null | wc -l); \
 		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) ./$$pkg/ >$$out 2>&1; rc=$$?; cat $$out; \

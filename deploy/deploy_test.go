@@ -19,11 +19,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/extender"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/publisher"
@@ -34,7 +36,15 @@ import (
 const (
 	namespace = "kube-reclaim"
 	image     = "ghcr.io/kube-reclaim/kube-reclaim"
+	// extenderNamespace holds only deploy/own-scheduler's host-network
+	// extender (privileged Pod Security level).
+	extenderNamespace = "kube-reclaim-extender"
+	// ownScheduler is the overlay without kube-reclaim-scheduler.
+	ownScheduler = "own-scheduler"
 )
+
+// releaseTag is the one tag every overlay installs (components/version).
+var releaseTag = regexp.MustCompile(`^v[0-9]+\.[0-9]+\.[0-9]+$`)
 
 // bundle is one rendered overlay, indexed by kind/namespace/name.
 type bundle struct {
@@ -106,6 +116,30 @@ func (b *bundle) deployments(t *testing.T) []appsv1.Deployment {
 	return out
 }
 
+// workload is the pod template of a Deployment or a DaemonSet.
+type workload struct {
+	kind, name, namespace string
+	selector              *metav1.LabelSelector
+	labels                map[string]string
+	spec                  corev1.PodSpec
+}
+
+func (w workload) String() string { return w.kind + " " + w.name }
+
+func (b *bundle) workloads(t *testing.T) []workload {
+	t.Helper()
+	var out []workload
+	for _, d := range b.deployments(t) {
+		out = append(out, workload{"Deployment", d.Name, d.Namespace, d.Spec.Selector, d.Spec.Template.Labels, d.Spec.Template.Spec})
+	}
+	for _, o := range b.kind("DaemonSet") {
+		var d appsv1.DaemonSet
+		decode(t, o, &d)
+		out = append(out, workload{"DaemonSet", d.Name, d.Namespace, d.Spec.Selector, d.Spec.Template.Labels, d.Spec.Template.Spec})
+	}
+	return out
+}
+
 func renderAll(t *testing.T) []*bundle {
 	t.Helper()
 	var out []*bundle
@@ -117,7 +151,7 @@ func renderAll(t *testing.T) []*bundle {
 
 func TestEveryKustomizationRenders(t *testing.T) {
 	dirs := append([]string{"."}, Overlays...)
-	dirs = append(dirs, "base/common", "base/publisher", "base/webhook", "base/extender", "base/scheduler", "webhook", "scheduler")
+	dirs = append(dirs, "base/common", "base/publisher", "base/webhook", "base/scheduler", "webhook", "scheduler")
 	for _, dir := range dirs {
 		if _, err := Render(dir); err != nil {
 			t.Errorf("%v", err)
@@ -136,30 +170,50 @@ func TestEveryKustomizationRenders(t *testing.T) {
 	}
 }
 
+// admissionPolicies are the ValidatingAdmissionPolicies every overlay
+// installs, each with a binding of the same name.
+var admissionPolicies = []string{"kube-reclaim-reclaimable-annotation", "kube-reclaim-publisher-node-writes",
+	"kube-reclaim-webhook-configuration", "kube-reclaim-node-keys"}
+
 func TestEveryOverlayInstallsEveryRole(t *testing.T) {
 	want := []string{
 		key("Namespace", "", namespace),
 		key("ConfigMap", namespace, "kube-reclaim-policy"),
 		key("Deployment", namespace, "kube-reclaim-publisher"),
 		key("Deployment", namespace, "kube-reclaim-webhook"),
-		key("Deployment", namespace, "kube-reclaim-extender"),
-		key("Deployment", namespace, "kube-reclaim-scheduler"),
 		key("Service", namespace, "kube-reclaim-webhook"),
-		key("Service", namespace, "kube-reclaim-extender"),
 		key("MutatingWebhookConfiguration", "", webhook.DefaultConfigurationName),
+		key("ClusterRole", "", "kube-reclaim-metrics-reader"),
+	}
+	for _, p := range admissionPolicies {
+		want = append(want, key("ValidatingAdmissionPolicy", "", p), key("ValidatingAdmissionPolicyBinding", "", p))
+	}
+	// The extender runs beside a kube-scheduler: a sidecar of
+	// kube-reclaim-scheduler, or a DaemonSet beside the cluster's own. No
+	// Service: nothing but that scheduler may reach it.
+	perOverlay := map[string][]string{
+		"default":      {key("Deployment", namespace, "kube-reclaim-scheduler")},
+		"cert-manager": {key("Deployment", namespace, "kube-reclaim-scheduler")},
+		ownScheduler:   {key("Namespace", "", extenderNamespace), key("DaemonSet", extenderNamespace, "kube-reclaim-extender")},
 	}
 	for _, b := range renderAll(t) {
-		for _, k := range want {
+		for _, k := range append(slices.Clone(want), perOverlay[b.overlay]...) {
 			if _, ok := b.byKey[k]; !ok {
 				t.Errorf("%s: %s missing", b.overlay, k)
 			}
+		}
+		if len(b.kind("Deployment"))+len(b.kind("DaemonSet")) != 3 || len(b.kind("Service")) != 1 {
+			t.Errorf("%s: %d Deployments, %d DaemonSets and %d Services, want 3 workloads and the webhook's Service",
+				b.overlay, len(b.kind("Deployment")), len(b.kind("DaemonSet")), len(b.kind("Service")))
 		}
 		for _, o := range b.objs {
 			if o.GetKind() == "Namespace" || o.GetNamespace() == "" {
 				continue
 			}
-			// Only the scheduler's authentication-reader binding lives outside.
-			if o.GetNamespace() != namespace && !(o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system") {
+			// Only the scheduler's authentication-reader binding and the
+			// own-scheduler extender live outside.
+			if o.GetNamespace() != namespace && !(o.GetKind() == "RoleBinding" && o.GetNamespace() == "kube-system") &&
+				!(b.overlay == ownScheduler && o.GetNamespace() == extenderNamespace) {
 				t.Errorf("%s: %s %s/%s outside namespace %s", b.overlay, o.GetKind(), o.GetNamespace(), o.GetName(), namespace)
 			}
 		}
@@ -168,13 +222,13 @@ func TestEveryOverlayInstallsEveryRole(t *testing.T) {
 
 func TestDeploymentsAreHardenedAndProbed(t *testing.T) {
 	for _, b := range renderAll(t) {
-		for _, d := range b.deployments(t) {
-			where := b.overlay + ": Deployment " + d.Name
-			spec := d.Spec.Template.Spec
+		for _, d := range b.workloads(t) {
+			where := b.overlay + ": " + d.String()
+			spec := d.spec
 			if spec.PriorityClassName != "system-cluster-critical" {
 				t.Errorf("%s: priorityClassName %q", where, spec.PriorityClassName)
 			}
-			if spec.ServiceAccountName == "" || !b.has("ServiceAccount", namespace, spec.ServiceAccountName) {
+			if spec.ServiceAccountName == "" || !b.has("ServiceAccount", d.namespace, spec.ServiceAccountName) {
 				t.Errorf("%s: serviceAccountName %q is not rendered", where, spec.ServiceAccountName)
 			}
 			psc := spec.SecurityContext
@@ -182,11 +236,14 @@ func TestDeploymentsAreHardenedAndProbed(t *testing.T) {
 				psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
 				t.Errorf("%s: pod securityContext %+v is not restricted (runAsNonRoot, non-zero runAsUser, seccomp RuntimeDefault)", where, psc)
 			}
-			if spec.HostNetwork || spec.HostPID || spec.HostIPC || len(spec.InitContainers) > 0 {
+			// Only the own-scheduler extender shares the host network, with
+			// its kube-scheduler static pod (TestOwnSchedulerExtender).
+			hostNetOK := b.overlay == ownScheduler && d.kind == "DaemonSet" && d.namespace == extenderNamespace
+			if (spec.HostNetwork && !hostNetOK) || spec.HostPID || spec.HostIPC || len(spec.InitContainers) > 0 {
 				t.Errorf("%s: host namespaces or init containers", where)
 			}
-			if d.Spec.Selector == nil || !mapsSubset(d.Spec.Selector.MatchLabels, d.Spec.Template.Labels) || len(d.Spec.Selector.MatchLabels) == 0 {
-				t.Errorf("%s: selector %v does not select its template %v", where, d.Spec.Selector, d.Spec.Template.Labels)
+			if d.selector == nil || !mapsSubset(d.selector.MatchLabels, d.labels) || len(d.selector.MatchLabels) == 0 {
+				t.Errorf("%s: selector %v does not select its template %v", where, d.selector, d.labels)
 			}
 			for _, v := range spec.Volumes {
 				if v.HostPath != nil {
@@ -221,11 +278,20 @@ func TestDeploymentsAreHardenedAndProbed(t *testing.T) {
 				if c.LivenessProbe != nil && c.LivenessProbe.HTTPGet != nil && c.LivenessProbe.HTTPGet.Path != "/healthz" {
 					t.Errorf("%s: liveness on %s", cw, c.LivenessProbe.HTTPGet.Path)
 				}
-				if strings.HasPrefix(c.Image, image+":") {
+				if repo, tag, _ := strings.Cut(c.Image, ":"); repo == image {
+					// No :latest: the release named in components/version.
+					if !releaseTag.MatchString(tag) {
+						t.Errorf("%s: image %s does not name a release tag vX.Y.Z", cw, c.Image)
+					}
 					// The probes hit --health-address.
 					opts := parseRole(t, cw, c.Args)
 					if hp := port(t, opts.health()); containerPort(c, c.LivenessProbe.HTTPGet.Port) != hp || containerPort(c, c.ReadinessProbe.HTTPGet.Port) != hp {
 						t.Errorf("%s: probes do not target --health-address %s", cw, opts.health())
+					}
+					// Every role serves /metrics over HTTPS on a port of its own,
+					// declared for scrapers.
+					if mp := containerPort(c, intstr.FromString("metrics")); mp == 0 || mp != port(t, opts.metrics()) {
+						t.Errorf("%s: container port metrics %d, --metrics-address %s", cw, mp, opts.metrics())
 					}
 				} else if c.Image != "registry.k8s.io/kube-scheduler:v1.34.4" {
 					t.Errorf("%s: unexpected image %s", cw, c.Image)
@@ -273,6 +339,7 @@ func port(t *testing.T, addr string) int32 {
 // roleOptions are a parsed command line of one role.
 type roleOptions struct {
 	role      string
+	args      []string
 	publisher *publisher.Options
 	webhook   *webhook.Options
 	extender  *extender.Options
@@ -286,6 +353,17 @@ func (r roleOptions) health() string {
 		return r.webhook.HealthAddress
 	default:
 		return r.extender.HealthAddress
+	}
+}
+
+func (r roleOptions) metrics() string {
+	switch {
+	case r.publisher != nil:
+		return r.publisher.MetricsAddress
+	case r.webhook != nil:
+		return r.webhook.MetricsAddress
+	default:
+		return r.extender.MetricsAddress
 	}
 }
 
@@ -339,21 +417,28 @@ func parseRole(t *testing.T, where string, args []string) roleOptions {
 func (b *bundle) roles(t *testing.T) map[string]roleOptions {
 	t.Helper()
 	out := map[string]roleOptions{}
-	for _, d := range b.deployments(t) {
-		for _, c := range d.Spec.Template.Spec.Containers {
+	for _, d := range b.workloads(t) {
+		for _, c := range d.spec.Containers {
 			if !strings.HasPrefix(c.Image, image+":") {
 				continue
 			}
-			r := parseRole(t, b.overlay+": Deployment "+d.Name, c.Args)
-			if d.Name != "kube-reclaim-"+r.role || d.Spec.Template.Labels["app.kubernetes.io/component"] != r.role {
-				t.Errorf("%s: Deployment %s runs role %s", b.overlay, d.Name, r.role)
+			r := parseRole(t, b.overlay+": "+d.String(), c.Args)
+			r.args = c.Args
+			// The extender is also the sidecar of kube-reclaim-scheduler.
+			own := d.name == "kube-reclaim-"+r.role && d.labels["app.kubernetes.io/component"] == r.role
+			sidecar := r.role == "extender" && d.name == "kube-reclaim-scheduler"
+			if c.Name != r.role || !(own || sidecar) {
+				t.Errorf("%s: %s container %s runs role %s", b.overlay, d, c.Name, r.role)
+			}
+			if _, dup := out[r.role]; dup {
+				t.Errorf("%s: role %s runs in two workloads", b.overlay, r.role)
 			}
 			out[r.role] = r
 		}
 	}
 	for _, r := range []string{"publisher", "webhook", "extender"} {
 		if _, ok := out[r]; !ok {
-			t.Fatalf("%s: no Deployment runs %s", b.overlay, r)
+			t.Fatalf("%s: no workload runs %s", b.overlay, r)
 		}
 	}
 	return out
@@ -433,34 +518,39 @@ func TestRoleFlagsAgreeWithTheObjects(t *testing.T) {
 				b.overlay, wh.StaleAfter, ext.StaleAfter, pub.RefreshInterval)
 		}
 
-		// Services reach the serving ports.
+		// The Service reaches the webhook's serving port.
 		checkService(t, b, "kube-reclaim-webhook", 443, port(t, wh.ListenAddress))
-		checkService(t, b, "kube-reclaim-extender", 8888, port(t, ext.ListenAddress))
-		// Several extender replicas are safe only while each scheduler sticks to one.
-		var extSvc corev1.Service
-		b.get(t, "Service", namespace, "kube-reclaim-extender", &extSvc)
-		if extSvc.Spec.SessionAffinity != corev1.ServiceAffinityClientIP {
-			t.Errorf("%s: extender Service sessionAffinity %q, want ClientIP", b.overlay, extSvc.Spec.SessionAffinity)
+		// The extender answers only on the loopback it shares with its
+		// kube-scheduler, and binds only that scheduler's pods.
+		if host, p, err := net.SplitHostPort(ext.ListenAddress); err != nil || host != "127.0.0.1" || "http://"+host+":"+p != extender.DefaultURLPrefix {
+			t.Errorf("%s: extender --listen-address %s, want the scheduler configuration's %s", b.overlay, ext.ListenAddress, extender.DefaultURLPrefix)
+		}
+		if !slices.Contains(roles["extender"].args, "--scheduler-name="+extender.SchedulerName) {
+			t.Errorf("%s: extender args %q lack --scheduler-name=%s", b.overlay, roles["extender"].args, extender.SchedulerName)
+		}
+		// Eviction is opt-in (components/eviction): never on in an overlay.
+		if pub.Eviction.Mode == eviction.ModeOn {
+			t.Errorf("%s: publisher --eviction=on; only components/eviction turns it on", b.overlay)
 		}
 
 		whd := b.deployment(t, "kube-reclaim-webhook")
 		switch b.overlay {
-		case "default":
+		case "default", ownScheduler:
 			if !wh.SelfSigned || wh.WebhookConfigurationName != webhook.DefaultConfigurationName ||
 				wh.ServiceName != "kube-reclaim-webhook" || wh.ServiceNamespace != namespace {
-				t.Errorf("default: webhook must run --self-signed for %s and Service %s/%s, got %+v", webhook.DefaultConfigurationName, namespace, "kube-reclaim-webhook", wh)
+				t.Errorf("%s: webhook must run --self-signed for %s and Service %s/%s, got %+v", b.overlay, webhook.DefaultConfigurationName, namespace, "kube-reclaim-webhook", wh)
 			}
 			// Several replicas need one CA: a Secret every replica may read and
 			// update (the exact rules are in TestRBACIsLeastPrivilege).
 			if wh.CASecretName == "" || wh.CASecretNamespace != namespace {
-				t.Errorf("default: webhook replicas must share a CA Secret in %s, got --ca-secret-name %q --ca-secret-namespace %q", namespace, wh.CASecretName, wh.CASecretNamespace)
+				t.Errorf("%s: webhook replicas must share a CA Secret in %s, got --ca-secret-name %q --ca-secret-namespace %q", b.overlay, namespace, wh.CASecretName, wh.CASecretNamespace)
 			}
 			var role rbacv1.Role
 			b.get(t, "Role", namespace, "kube-reclaim-webhook-ca", &role)
 			if !slices.ContainsFunc(role.Rules, func(r rbacv1.PolicyRule) bool {
 				return slices.Equal(r.ResourceNames, []string{wh.CASecretName}) && slices.Contains(r.Verbs, "get") && slices.Contains(r.Verbs, "update")
 			}) {
-				t.Errorf("default: Role kube-reclaim-webhook-ca does not cover Secret %s", wh.CASecretName)
+				t.Errorf("%s: Role kube-reclaim-webhook-ca does not cover Secret %s", b.overlay, wh.CASecretName)
 			}
 		case "cert-manager":
 			if wh.SelfSigned || path.Dir(wh.TLSCertFile) != path.Dir(wh.TLSKeyFile) {
@@ -522,8 +612,11 @@ func TestReplicasDisruptionBudgetsAndSpreading(t *testing.T) {
 	want := map[string]map[string]int32{
 		// --self-signed replicas share their CA through a Secret, so the
 		// default overlay runs two webhooks like the cert-manager one.
-		"default":      {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 2, "kube-reclaim-extender": 2, "kube-reclaim-scheduler": 2},
-		"cert-manager": {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 2, "kube-reclaim-extender": 2, "kube-reclaim-scheduler": 2},
+		// Each scheduler pod has its own extender.
+		"default":      {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 2, "kube-reclaim-scheduler": 2},
+		"cert-manager": {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 2, "kube-reclaim-scheduler": 2},
+		// The extender is a DaemonSet beside each control-plane scheduler.
+		ownScheduler: {"kube-reclaim-publisher": 2, "kube-reclaim-webhook": 2},
 	}
 	for _, b := range renderAll(t) {
 		pdbs := map[string]policyv1.PodDisruptionBudget{}
@@ -613,9 +706,9 @@ func TestWebhookConfigurationNeverBlocksNodes(t *testing.T) {
 		}
 		inject := cfg.Annotations["cert-manager.io/inject-ca-from"]
 		switch b.overlay {
-		case "default":
+		case "default", ownScheduler:
 			if inject != "" {
-				t.Errorf("default: cert-manager annotation %q", inject)
+				t.Errorf("%s: cert-manager annotation %q", b.overlay, inject)
 			}
 		case "cert-manager":
 			ns, name, _ := strings.Cut(inject, "/")
@@ -648,75 +741,125 @@ func rules(rs []rbacv1.PolicyRule) []string {
 	return out
 }
 
+// delegatedAuth are the rules of every role serving /metrics over HTTPS with
+// delegated authentication and authorization.
+var delegatedAuth = []string{
+	"groups=authentication.k8s.io resources=tokenreviews verbs=create",
+	"groups=authorization.k8s.io resources=subjectaccessreviews verbs=create",
+}
+
+// The RBAC of every overlay, exactly: the tables of deploy/README.md.
 func TestRBACIsLeastPrivilege(t *testing.T) {
+	extenderRules := []string{
+		"groups= resources=nodes verbs=list,watch",
+		"groups= resources=pods verbs=get,list,watch",
+		"groups= resources=pods/binding verbs=create",
+	}
 	common := map[string][]string{
-		"ClusterRole//kube-reclaim-publisher": {
+		// No pods/eviction: components/eviction grants it with --eviction=on.
+		"ClusterRole//kube-reclaim-publisher": append([]string{
 			"groups= resources=nodes verbs=get,list,watch",
 			"groups= resources=nodes/status verbs=patch",
 			"groups= resources=pods verbs=list,watch",
-			"groups= resources=pods/eviction verbs=create",
 			"groups= resources=events verbs=create,patch",
 			"groups=metrics.k8s.io resources=nodes,pods verbs=get,list",
-		},
+		}, delegatedAuth...),
 		"Role/kube-reclaim/kube-reclaim-publisher": {
 			"groups=coordination.k8s.io resources=leases verbs=create",
 			"groups=coordination.k8s.io resources=leases verbs=get,update names=kube-reclaim-publisher",
 		},
-		"ClusterRole//kube-reclaim-extender": {
-			"groups= resources=nodes verbs=list,watch",
-			"groups= resources=pods verbs=get,list,watch",
-			"groups= resources=pods/binding verbs=create",
-		},
-		"Role/kube-reclaim/kube-reclaim-extender": {
-			"groups=coordination.k8s.io resources=leases verbs=get,list,watch names=kube-reclaim-publisher",
-		},
 		"Role/kube-reclaim/kube-reclaim-webhook": {
 			"groups=coordination.k8s.io resources=leases verbs=get,list,watch names=kube-reclaim-publisher",
 		},
-		"ClusterRole//kube-reclaim-webhook": {
+		"ClusterRole//kube-reclaim-webhook": append([]string{
 			"groups= resources=namespaces verbs=list,watch",
 			"groups=scheduling.k8s.io resources=priorityclasses verbs=list,watch",
-		},
-		"Role/kube-reclaim/kube-reclaim-scheduler": {
-			"groups=coordination.k8s.io resources=leases verbs=get,update names=kube-reclaim-scheduler",
+		}, delegatedAuth...),
+		// For scrapers; bound by the operator.
+		"ClusterRole//kube-reclaim-metrics-reader": {
+			"groups= resources= verbs=get urls=/metrics",
 		},
 	}
-	// binding -> roleRef kind/name -> subjects (service accounts in kube-reclaim)
+	withScheduler := map[string][]string{
+		// kube-scheduler and its extender sidecar share one ServiceAccount.
+		// Not system:kube-scheduler: no kube-system/kube-scheduler Lease, no
+		// pods delete (preemption is off in the profile), no leasecandidates.
+		"ClusterRole//kube-reclaim-scheduler": append([]string{
+			"groups= resources=nodes verbs=get,list,watch",
+			"groups= resources=pods verbs=get,list,watch",
+			"groups= resources=pods/binding verbs=create",
+			"groups= resources=pods/status verbs=patch,update",
+			"groups=,events.k8s.io resources=events verbs=create,patch",
+			"groups= resources=replicationcontrollers,services verbs=get,list,watch",
+			"groups=apps resources=replicasets,statefulsets verbs=get,list,watch",
+			"groups=policy resources=poddisruptionbudgets verbs=get,list,watch",
+			"groups= resources=namespaces verbs=get,list,watch",
+			"groups= resources=persistentvolumeclaims,persistentvolumes verbs=get,list,patch,update,watch",
+			"groups=storage.k8s.io resources=csidrivers,csinodes,csistoragecapacities,storageclasses,volumeattachments verbs=get,list,watch",
+			"groups=resource.k8s.io resources=deviceclasses,resourceslices verbs=get,list,watch",
+			"groups=resource.k8s.io resources=resourceclaims,resourceclaims/status verbs=get,list,patch,update,watch",
+			"groups= resources=pods/finalizers verbs=update",
+		}, delegatedAuth...),
+		"Role/kube-reclaim/kube-reclaim-scheduler": {
+			"groups=coordination.k8s.io resources=leases verbs=create",
+			"groups=coordination.k8s.io resources=leases verbs=get,update names=kube-reclaim-scheduler",
+			"groups=coordination.k8s.io resources=leases verbs=get,list,watch names=kube-reclaim-publisher",
+		},
+	}
+	selfSigned := map[string][]string{
+		// --self-signed: one Get and one Update of its own configuration
+		// (the kube-reclaim-webhook-configuration admission policy lets
+		// the update change only caBundle).
+		"ClusterRole//kube-reclaim-webhook-self-signed": {
+			"groups=admissionregistration.k8s.io resources=mutatingwebhookconfigurations verbs=get,update names=kube-reclaim-webhook",
+		},
+		// The shared CA: get and update that one Secret; create cannot
+		// be limited by name.
+		"Role/kube-reclaim/kube-reclaim-webhook-ca": {
+			"groups= resources=secrets verbs=get,update names=kube-reclaim-webhook-ca",
+			"groups= resources=secrets verbs=create",
+		},
+	}
+	// binding -> roleRef kind/name -> subjects (namespace/name of service accounts)
 	commonBindings := map[string]string{
-		"ClusterRoleBinding//kube-reclaim-publisher":                                               "ClusterRole/kube-reclaim-publisher -> kube-reclaim-publisher",
-		"RoleBinding/kube-reclaim/kube-reclaim-publisher":                                          "Role/kube-reclaim-publisher -> kube-reclaim-publisher",
-		"ClusterRoleBinding//kube-reclaim-extender":                                                "ClusterRole/kube-reclaim-extender -> kube-reclaim-extender",
-		"RoleBinding/kube-reclaim/kube-reclaim-extender":                                           "Role/kube-reclaim-extender -> kube-reclaim-extender",
-		"RoleBinding/kube-reclaim/kube-reclaim-webhook":                                            "Role/kube-reclaim-webhook -> kube-reclaim-webhook",
-		"ClusterRoleBinding//kube-reclaim-webhook":                                                 "ClusterRole/kube-reclaim-webhook -> kube-reclaim-webhook",
-		"RoleBinding/kube-reclaim/kube-reclaim-scheduler":                                          "Role/kube-reclaim-scheduler -> kube-reclaim-scheduler",
-		"ClusterRoleBinding//kube-reclaim-scheduler:kube-scheduler":                                "ClusterRole/system:kube-scheduler -> kube-reclaim-scheduler",
-		"ClusterRoleBinding//kube-reclaim-scheduler:volume-scheduler":                              "ClusterRole/system:volume-scheduler -> kube-reclaim-scheduler",
-		"RoleBinding/kube-system/kube-reclaim-scheduler:extension-apiserver-authentication-reader": "Role/extension-apiserver-authentication-reader -> kube-reclaim-scheduler",
+		"ClusterRoleBinding//kube-reclaim-publisher":      "ClusterRole/kube-reclaim-publisher -> kube-reclaim/kube-reclaim-publisher",
+		"RoleBinding/kube-reclaim/kube-reclaim-publisher": "Role/kube-reclaim-publisher -> kube-reclaim/kube-reclaim-publisher",
+		"RoleBinding/kube-reclaim/kube-reclaim-webhook":   "Role/kube-reclaim-webhook -> kube-reclaim/kube-reclaim-webhook",
+		"ClusterRoleBinding//kube-reclaim-webhook":        "ClusterRole/kube-reclaim-webhook -> kube-reclaim/kube-reclaim-webhook",
+	}
+	withSchedulerBindings := map[string]string{
+		"ClusterRoleBinding//kube-reclaim-scheduler":                                               "ClusterRole/kube-reclaim-scheduler -> kube-reclaim/kube-reclaim-scheduler",
+		"RoleBinding/kube-reclaim/kube-reclaim-scheduler":                                          "Role/kube-reclaim-scheduler -> kube-reclaim/kube-reclaim-scheduler",
+		"RoleBinding/kube-system/kube-reclaim-scheduler:extension-apiserver-authentication-reader": "Role/extension-apiserver-authentication-reader -> kube-reclaim/kube-reclaim-scheduler",
+	}
+	selfSignedBindings := map[string]string{
+		"ClusterRoleBinding//kube-reclaim-webhook-self-signed": "ClusterRole/kube-reclaim-webhook-self-signed -> kube-reclaim/kube-reclaim-webhook",
+		"RoleBinding/kube-reclaim/kube-reclaim-webhook-ca":     "Role/kube-reclaim-webhook-ca -> kube-reclaim/kube-reclaim-webhook",
 	}
 	perOverlay := map[string]struct {
 		roles    map[string][]string
 		bindings map[string]string
 	}{
-		"default": {
-			roles: map[string][]string{
-				// --self-signed: one Get and one Update of its own configuration.
-				"ClusterRole//kube-reclaim-webhook-self-signed": {
-					"groups=admissionregistration.k8s.io resources=mutatingwebhookconfigurations verbs=get,update names=kube-reclaim-webhook",
+		"default":      {roles: maps(withScheduler, selfSigned), bindings: maps(withSchedulerBindings, selfSignedBindings)},
+		"cert-manager": {roles: withScheduler, bindings: withSchedulerBindings},
+		ownScheduler: {
+			roles: maps(selfSigned, map[string][]string{
+				"ClusterRole//kube-reclaim-extender": append(slices.Clone(extenderRules), delegatedAuth...),
+				"Role/kube-reclaim/kube-reclaim-extender": {
+					"groups=coordination.k8s.io resources=leases verbs=get,list,watch names=kube-reclaim-publisher",
 				},
-				// The shared CA: get and update that one Secret; create cannot
-				// be limited by name.
-				"Role/kube-reclaim/kube-reclaim-webhook-ca": {
-					"groups= resources=secrets verbs=get,update names=kube-reclaim-webhook-ca",
-					"groups= resources=secrets verbs=create",
-				},
-			},
-			bindings: map[string]string{
-				"ClusterRoleBinding//kube-reclaim-webhook-self-signed": "ClusterRole/kube-reclaim-webhook-self-signed -> kube-reclaim-webhook",
-				"RoleBinding/kube-reclaim/kube-reclaim-webhook-ca":     "Role/kube-reclaim-webhook-ca -> kube-reclaim-webhook",
-			},
+			}),
+			bindings: maps(selfSignedBindings, map[string]string{
+				"ClusterRoleBinding//kube-reclaim-extender":      "ClusterRole/kube-reclaim-extender -> kube-reclaim-extender/kube-reclaim-extender",
+				"RoleBinding/kube-reclaim/kube-reclaim-extender": "Role/kube-reclaim-extender -> kube-reclaim-extender/kube-reclaim-extender",
+			}),
 		},
-		"cert-manager": {},
+	}
+	// The extender sidecar may do all that the own-scheduler extender may.
+	for _, r := range extenderRules {
+		if !covered(r, withScheduler["ClusterRole//kube-reclaim-scheduler"]) {
+			t.Errorf("the scheduler ServiceAccount lacks the extender's %s", r)
+		}
 	}
 	for _, b := range renderAll(t) {
 		wantRoles := maps(common, perOverlay[b.overlay].roles)
@@ -750,13 +893,16 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 				decode(t, o, &rb)
 				var subjects []string
 				for _, s := range rb.Subjects {
-					if s.Kind != "ServiceAccount" || s.Namespace != namespace || !b.has("ServiceAccount", namespace, s.Name) {
+					if s.Kind != "ServiceAccount" || !b.has("ServiceAccount", s.Namespace, s.Name) {
 						t.Errorf("%s: %s binds %+v, not a rendered ServiceAccount", b.overlay, k, s)
 					}
-					subjects = append(subjects, s.Name)
+					subjects = append(subjects, s.Namespace+"/"+s.Name)
 				}
 				gotBindings[k] = rb.RoleRef.Kind + "/" + rb.RoleRef.Name + " -> " + strings.Join(subjects, ",")
-				if !strings.HasPrefix(rb.RoleRef.Name, "system:") && rb.RoleRef.Name != "extension-apiserver-authentication-reader" {
+				if strings.HasPrefix(rb.RoleRef.Name, "system:") {
+					t.Errorf("%s: %s binds the built-in %s", b.overlay, k, rb.RoleRef.Name)
+				}
+				if rb.RoleRef.Name != "extension-apiserver-authentication-reader" {
 					ns := ""
 					if rb.RoleRef.Kind == "Role" {
 						ns = o.GetNamespace()
@@ -790,6 +936,31 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 			t.Errorf("%s: unexpected %s %q", b.overlay, k, r)
 		}
 	}
+}
+
+// covered reports whether one of rules (in the form of rule) grants every
+// verb of r on its groups and resources.
+func covered(r string, rules []string) bool {
+	fields := func(s string) map[string][]string {
+		out := map[string][]string{}
+		for _, f := range strings.Fields(s) {
+			k, v, _ := strings.Cut(f, "=")
+			out[k] = strings.Split(v, ",")
+		}
+		return out
+	}
+	want := fields(r)
+	return slices.ContainsFunc(rules, func(s string) bool {
+		got := fields(s)
+		for _, k := range []string{"groups", "resources", "verbs"} {
+			for _, v := range want[k] {
+				if !slices.Contains(got[k], v) {
+					return false
+				}
+			}
+		}
+		return len(got["names"]) == 0
+	})
 }
 
 func maps[V any](a, b map[string]V) map[string]V {
@@ -837,6 +1008,9 @@ func TestPolicyConfigMapIsValid(t *testing.T) {
 
 func TestSchedulerIsWiredToTheExtender(t *testing.T) {
 	for _, b := range renderAll(t) {
+		if b.overlay == ownScheduler {
+			continue // TestOwnSchedulerExtender
+		}
 		d := b.deployment(t, "kube-reclaim-scheduler")
 		c := d.Spec.Template.Spec.Containers[0]
 		var configFile string
@@ -898,7 +1072,7 @@ func TestSchedulerIsWiredToTheExtender(t *testing.T) {
 		}) {
 			t.Errorf("%s: Role kube-reclaim-scheduler does not cover Lease %s", b.overlay, le.ResourceName)
 		}
-		// The extender URL is the extender's Service.
+		// The extender URL is the sidecar in the same pod, on the loopback.
 		if len(got.Extenders) != 1 {
 			t.Fatalf("%s: %d extenders", b.overlay, len(got.Extenders))
 		}
@@ -906,10 +1080,24 @@ func TestSchedulerIsWiredToTheExtender(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var svc corev1.Service
-		b.get(t, "Service", namespace, "kube-reclaim-extender", &svc)
-		if u.Hostname() != svc.Name+"."+svc.Namespace+".svc" || u.Port() != fmt.Sprint(svc.Spec.Ports[0].Port) || u.Scheme != "http" {
-			t.Errorf("%s: extender URL %s does not reach Service %s/%s:%d", b.overlay, u, svc.Namespace, svc.Name, svc.Spec.Ports[0].Port)
+		var sidecar *corev1.Container
+		for i, c := range d.Spec.Template.Spec.Containers {
+			if len(c.Args) > 0 && c.Args[0] == "extender" {
+				sidecar = &d.Spec.Template.Spec.Containers[i]
+			}
+		}
+		if sidecar == nil || len(d.Spec.Template.Spec.Containers) != 2 {
+			t.Fatalf("%s: kube-reclaim-scheduler pod has containers %d, want kube-scheduler and the extender", b.overlay, len(d.Spec.Template.Spec.Containers))
+		}
+		ext := parseRole(t, b.overlay+": extender sidecar", sidecar.Args).extender
+		if u.Scheme != "http" || u.Host != ext.ListenAddress || u.Hostname() != "127.0.0.1" {
+			t.Errorf("%s: extender URL %s, the sidecar listens on %s; want both on 127.0.0.1", b.overlay, u, ext.ListenAddress)
+		}
+		// The verbs have no container port: nothing outside the pod uses them.
+		for _, cp := range sidecar.Ports {
+			if cp.ContainerPort == port(t, ext.ListenAddress) {
+				t.Errorf("%s: the extender's loopback port %d is declared as container port %s", b.overlay, cp.ContainerPort, cp.Name)
+			}
 		}
 		if c.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS || containerPort(c, c.LivenessProbe.HTTPGet.Port) != 10259 {
 			t.Errorf("%s: scheduler probes must use HTTPS on its secure port 10259", b.overlay)
@@ -961,25 +1149,127 @@ func readmeBlocks(t *testing.T, marker string) []string {
 	return out
 }
 
-// TestReadmeInstallWithoutTheSecondScheduler renders the README's
-// kustomization for clusters whose own scheduler takes the extender.
-func TestReadmeInstallWithoutTheSecondScheduler(t *testing.T) {
-	for _, k := range readmeBlocks(t, "kind: Kustomization") {
-		m, err := run("no-scheduler", map[string]string{"no-scheduler/kustomization.yaml": k})
+// TestOwnSchedulerExtender: deploy/own-scheduler runs the extender beside
+// each control-plane kube-scheduler, reachable on the node's loopback only,
+// at the URL of the shipped extenders entry the README tells operators to add.
+func TestOwnSchedulerExtender(t *testing.T) {
+	b := render(t, ownScheduler)
+	if b.has("Deployment", namespace, "kube-reclaim-scheduler") {
+		t.Error("own-scheduler installs kube-reclaim-scheduler")
+	}
+	var ds appsv1.DaemonSet
+	b.get(t, "DaemonSet", extenderNamespace, "kube-reclaim-extender", &ds)
+	spec := ds.Spec.Template.Spec
+	if !spec.HostNetwork || spec.NodeSelector["node-role.kubernetes.io/control-plane"] != "" || len(spec.NodeSelector) != 1 {
+		t.Errorf("DaemonSet: hostNetwork %v, nodeSelector %v; want the host network of control-plane nodes only", spec.HostNetwork, spec.NodeSelector)
+	}
+	if !slices.ContainsFunc(spec.Tolerations, func(tl corev1.Toleration) bool {
+		return tl.Key == "node-role.kubernetes.io/control-plane" && tl.Operator == corev1.TolerationOpExists && tl.Effect == corev1.TaintEffectNoSchedule
+	}) {
+		t.Errorf("DaemonSet tolerations %+v do not tolerate the control-plane taint", spec.Tolerations)
+	}
+	if len(spec.Containers) != 1 {
+		t.Fatalf("DaemonSet: %d containers", len(spec.Containers))
+	}
+	c := spec.Containers[0]
+	ext := parseRole(t, "own-scheduler DaemonSet", c.Args).extender
+	// In the host network every listener is on the node: the verbs and the
+	// probes stay on its loopback; kubelet probes there.
+	if ext.ListenAddress != "127.0.0.1:8888" || "http://"+ext.ListenAddress != extender.DefaultURLPrefix {
+		t.Errorf("--listen-address %s, want 127.0.0.1:8888 (%s)", ext.ListenAddress, extender.DefaultURLPrefix)
+	}
+	if host, _, _ := net.SplitHostPort(ext.HealthAddress); host != "127.0.0.1" {
+		t.Errorf("--health-address %s is not on the loopback", ext.HealthAddress)
+	}
+	for _, p := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe} {
+		if p == nil || p.HTTPGet == nil || p.HTTPGet.Host != "127.0.0.1" {
+			t.Errorf("probe %+v does not target 127.0.0.1", p)
+		}
+	}
+	if !slices.Contains(c.Args, "--scheduler-name="+extender.SchedulerName) {
+		t.Errorf("args %q lack --scheduler-name=%s", c.Args, extender.SchedulerName)
+	}
+	// Host network needs the privileged level: only in its own namespace.
+	var ns corev1.Namespace
+	b.get(t, "Namespace", "", extenderNamespace, &ns)
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "privileged" {
+		t.Errorf("namespace %s Pod Security labels %v", extenderNamespace, ns.Labels)
+	}
+	for _, o := range b.objs {
+		if o.GetNamespace() == extenderNamespace && o.GetKind() != "DaemonSet" && o.GetKind() != "ServiceAccount" {
+			t.Errorf("%s %s in the privileged namespace", o.GetKind(), o.GetName())
+		}
+	}
+	b.get(t, "Namespace", "", namespace, &ns)
+	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+		t.Errorf("namespace %s is no longer restricted: %v", namespace, ns.Labels)
+	}
+}
+
+// TestEvictionComponent: pods/eviction and --eviction=on come together, only
+// from components/eviction.
+func TestEvictionComponent(t *testing.T) {
+	for _, overlay := range []string{"default", "cert-manager"} {
+		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../" + overlay +
+			"\ncomponents:\n- ../components/eviction\n"
+		m, err := run("with-eviction", map[string]string{"with-eviction/kustomization.yaml": k})
 		if err != nil {
-			t.Fatalf("README kustomization does not render: %v\n%s", err, k)
+			t.Fatalf("%s with components/eviction: %v", overlay, err)
 		}
-		var kinds []string
+		b := &bundle{overlay: overlay + "+eviction", byKey: map[string]*unstructured.Unstructured{}}
 		for _, r := range m.Resources() {
-			if strings.Contains(r.GetName(), "scheduler") {
-				t.Errorf("README kustomization still installs %s %s", r.GetKind(), r.GetName())
+			raw, err := r.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
 			}
-			kinds = append(kinds, r.GetKind()+"/"+r.GetName())
+			o := &unstructured.Unstructured{}
+			if err := o.UnmarshalJSON(raw); err != nil {
+				t.Fatal(err)
+			}
+			b.objs = append(b.objs, o)
+			b.byKey[key(o.GetKind(), o.GetNamespace(), o.GetName())] = o
 		}
-		for _, want := range []string{"Deployment/kube-reclaim-publisher", "Deployment/kube-reclaim-webhook", "Deployment/kube-reclaim-extender",
-			"MutatingWebhookConfiguration/kube-reclaim-webhook", "ClusterRole/kube-reclaim-webhook-self-signed"} {
-			if !slices.Contains(kinds, want) {
-				t.Errorf("README kustomization lacks %s", want)
+		if pub := b.roles(t)["publisher"].publisher; pub.Eviction.Mode != eviction.ModeOn {
+			t.Errorf("%s: publisher --eviction=%s, want on", b.overlay, pub.Eviction.Mode)
+		}
+		var cr rbacv1.ClusterRole
+		b.get(t, "ClusterRole", "", "kube-reclaim-publisher-eviction", &cr)
+		if got := rules(cr.Rules); !slices.Equal(got, []string{"groups= resources=pods/eviction verbs=create"}) {
+			t.Errorf("%s: eviction rules %q", b.overlay, got)
+		}
+		var crb rbacv1.ClusterRoleBinding
+		b.get(t, "ClusterRoleBinding", "", "kube-reclaim-publisher-eviction", &crb)
+		if crb.RoleRef.Name != cr.Name || len(crb.Subjects) != 1 || crb.Subjects[0].Name != "kube-reclaim-publisher" || crb.Subjects[0].Namespace != namespace {
+			t.Errorf("%s: eviction binding %+v", b.overlay, crb)
+		}
+	}
+	// Positive control of the check above: without the component the
+	// publisher runs the dry-run default.
+	if pub := render(t, "default").roles(t)["publisher"].publisher; pub.Eviction.Mode != eviction.ModeDryRun {
+		t.Errorf("default: publisher --eviction=%s, want dry-run", pub.Eviction.Mode)
+	}
+}
+
+// TestAdmissionPoliciesAreBoundAndFailClosed checks the shape of the
+// shipped ValidatingAdmissionPolicies; what they refuse is tested on a real
+// API server (test/integration/admission_policy_test.go).
+func TestAdmissionPoliciesAreBoundAndFailClosed(t *testing.T) {
+	for _, b := range renderAll(t) {
+		if n := len(b.kind("ValidatingAdmissionPolicy")); n != len(admissionPolicies) {
+			t.Errorf("%s: %d policies, want %d", b.overlay, n, len(admissionPolicies))
+		}
+		for _, name := range admissionPolicies {
+			var p admissionregistrationv1.ValidatingAdmissionPolicy
+			b.get(t, "ValidatingAdmissionPolicy", "", name, &p)
+			if p.Spec.FailurePolicy == nil || *p.Spec.FailurePolicy != admissionregistrationv1.Fail || len(p.Spec.Validations) == 0 ||
+				len(p.Spec.MatchConditions) == 0 || p.Spec.MatchConstraints == nil || p.Spec.ParamKind != nil {
+				t.Errorf("%s: policy %s: want failurePolicy Fail, matchConditions, validations, no params: %+v", b.overlay, name, p.Spec)
+			}
+			var pb admissionregistrationv1.ValidatingAdmissionPolicyBinding
+			b.get(t, "ValidatingAdmissionPolicyBinding", "", name, &pb)
+			if pb.Spec.PolicyName != name || !slices.Equal(pb.Spec.ValidationActions, []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}) ||
+				pb.Spec.ParamRef != nil || pb.Spec.MatchResources != nil {
+				t.Errorf("%s: binding %s: %+v, want Deny for everything the policy matches", b.overlay, name, pb.Spec)
 			}
 		}
 	}
@@ -1009,7 +1299,6 @@ func TestReadmeDefaultSchedulerExtenderMatchesTheShippedOne(t *testing.T) {
 		if len(got.Extenders) != 1 || len(want.Extenders) != 1 {
 			t.Fatalf("README has %d extenders, shipped %d", len(got.Extenders), len(want.Extenders))
 		}
-		got.Extenders[0]["urlPrefix"] = want.Extenders[0]["urlPrefix"]
 		if fmt.Sprint(got.Extenders) != fmt.Sprint(want.Extenders) {
 			t.Errorf("README extenders entry\n%v\ndiffers from deploy/scheduler's\n%v", got.Extenders, want.Extenders)
 		}

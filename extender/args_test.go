@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
@@ -36,6 +37,10 @@ func TestParseArgs(t *testing.T) {
 		{"empty NodeNames", `{"Pod":` + podJSON + `,"NodeNames":[]}`, []string{}, nil},
 		{"null NodeNames", `{"Pod":` + podJSON + `,"NodeNames":null}`, nil, nil},
 		{"a repeated field keeps the last value", `{"Pod":` + podJSON + `,"NodeNames":["a"],"NodeNames":["b","c"]}`, []string{"b", "c"}, nil},
+		// An escaped name sends the body to encoding/json.
+		{"escaped: a repeated field keeps the last value", `{"Pod":` + podJSON + `,"NodeNames":["\u0061"],"NodeNames":["b","c"]}`, []string{"b", "c"}, nil},
+		{"escaped: names after a null", `{"Pod":` + podJSON + `,"NodeNames":null,"NodeNames":["\u0061"]}`, []string{"a"}, nil},
+		{"escaped: a null after names", `{"Pod":` + podJSON + `,"NodeNames":["\u0061"],"NodeNames":null}`, nil, nil},
 		{"unknown fields are ignored", `{"Pod":` + podJSON + `,"Extra":1,"NodeNames":["a"]}`, []string{"a"}, nil},
 		{"Nodes next to NodeNames is fine", `{"Pod":` + podJSON + `,"Nodes":{"items":[{"metadata":{"name":"x"}}]},"NodeNames":["a"]}`, []string{"a"}, nil},
 		{"an empty Nodes list without NodeNames is fine", `{"Pod":` + podJSON + `,"Nodes":{"items":[]}}`, nil, nil},
@@ -83,21 +88,22 @@ func TestParseArgs(t *testing.T) {
 var errMalformed = errors.New("malformed")
 
 // The answers decode, with encoding/json, into the upstream types with the
-// expected content, also for names that need escaping.
+// expected content, also for names that need escaping (which send the
+// body to encoding/json): names the cache does not hold are left out.
 func TestAnswersDecodeIntoUpstreamTypes(t *testing.T) {
 	f := newFixture(t, fixtureOpts{}, filterCluster()...)
-	names := []string{"roomy", "cpu-short", `we"ird`, "ünï", "<&>"}
+	names := []string{"roomy", "cpu-short", `we"ird`, "ünï", "<&>", "busy"}
 	body, _ := json.Marshal(extenderv1.ExtenderArgs{Pod: pod("p", "", 2000, 2*gi), NodeNames: &names})
 	var fr extenderv1.ExtenderFilterResult
 	decodeOK(t, f.post("/filter", body), &fr)
 	want := extenderv1.ExtenderFilterResult{NodeNames: &[]string{"roomy"}, FailedNodes: extenderv1.FailedNodesMap{
-		"cpu-short": "reclaimed-cpu: need 2000m, free 500m", `we"ird`: msgUnknownNode, "ünï": msgUnknownNode, "<&>": msgUnknownNode}}
+		"cpu-short": "reclaimed-cpu: need 2000m, free 500m", "busy": "reclaimed-cpu: need 2000m, free 500m; reclaimed-memory: need 2Gi, free 1Gi"}}
 	if !reflect.DeepEqual(fr, want) {
 		t.Errorf("filter = %+v\nwant %+v", fr, want)
 	}
 	var pl extenderv1.HostPriorityList
 	decodeOK(t, f.post("/prioritize", body), &pl)
-	if len(pl) != 5 || pl[0].Host != "roomy" || pl[0].Score == 0 || pl[2].Host != `we"ird` || pl[3].Host != "ünï" || pl[4].Host != "<&>" {
+	if len(pl) != 3 || pl[0].Host != "roomy" || pl[0].Score == 0 || pl[1].Host != "cpu-short" || pl[2].Host != "busy" {
 		t.Errorf("prioritize = %+v", pl)
 	}
 }
@@ -106,7 +112,8 @@ func TestAnswersDecodeIntoUpstreamTypes(t *testing.T) {
 // /prioritize. parseArgs (json-iterator) must read what encoding/json, the
 // decoder kube-scheduler's own encoding is meant for, reads; and whatever the
 // body, the answer is a 400 naming the problem or a 200 that accounts for
-// every node name the body carries exactly once, in the scheduler's types.
+// every node name the body carries that the extender's cache holds exactly
+// once, and no other, in the scheduler's types.
 func FuzzParseArgs(f *testing.F) {
 	seeds := []string{
 		`{"Pod":` + podJSON + `,"Nodes":null,"NodeNames":["roomy","cpu-short","busy","stale","missing","gone"]}`,
@@ -117,11 +124,19 @@ func FuzzParseArgs(f *testing.F) {
 		`{"Pod":` + podJSON + `,"Nodes":{"items":[{"metadata":{"name":"x"}}]}}`,
 		`{"Pod":{},"NodeNames":,"roomy"]}`, `{"Pod":{},"NodeNames":["roomy",null,"busy"]}`, `{"Pod":{},"NodeNames":["ro\u006fmy"]}`,
 		`{"Pod":null}`, `{"Pod":{"spec":"oops"}}`, `{}`, `[]`, ``, `null`,
+		`{"Pod":{},"NodeNames":null,"NodeNames":["ro\u006fmy","busy"]}`, `{"Pod":{},"NodeNames":["ro\u006fmy"],"NodeNames":null}`,
+		`{"Pod":{},"NodeNames":"roomy\u0000"}`, `{"Pod":{},"NodeNames":["roomy",{"a":1}],"x":"\u0000"}`,
 	}
 	for _, s := range seeds {
 		f.Add(s)
 	}
 	fx := newFixture(f, fixtureOpts{}, filterCluster()...)
+	fx.ext.cache.mu.RLock()
+	cached := map[string]bool{}
+	for n := range fx.ext.cache.nodes {
+		cached[n] = true
+	}
+	fx.ext.cache.mu.RUnlock()
 	f.Fuzz(func(t *testing.T, body string) {
 		var ref extenderv1.ExtenderArgs
 		refErr := json.Unmarshal([]byte(body), &ref)
@@ -149,7 +164,8 @@ func FuzzParseArgs(f *testing.F) {
 				if rec.Code != http.StatusBadRequest || !(strings.HasPrefix(got, "malformed "+verb+" request: ") || strings.Contains(got, "nodeCacheCapable: true")) {
 					t.Fatalf("%s %q: %d %q, want 200 or a 400 naming the problem", verb, body, rec.Code, got)
 				}
-				if refErr == nil && ref.Pod != nil && (ref.NodeNames != nil || ref.Nodes == nil || len(ref.Nodes.Items) == 0) {
+				known := knownNames(nodeNames(&ref), cached)
+				if refErr == nil && ref.Pod != nil && (ref.NodeNames != nil || ref.Nodes == nil || len(ref.Nodes.Items) == 0) && len(known) <= len(cached) {
 					t.Fatalf("%s %q refused (%q) although it carries a pod and node names", verb, body, got)
 				}
 				continue
@@ -157,9 +173,21 @@ func FuzzParseArgs(f *testing.F) {
 			if refErr != nil || ref.Pod == nil {
 				t.Fatalf("%s %q answered 200 %q, but encoding/json says %v (pod %v)", verb, body, got, refErr, ref.Pod != nil)
 			}
-			checkAnswer(t, verb, rec.Body.Bytes(), nodeNames(&ref))
+			checkAnswer(t, verb, rec.Body.Bytes(), knownNames(nodeNames(&ref), cached))
 		}
 	})
+}
+
+// knownNames are the names the cache holds, in order: the others are left
+// out of the answers.
+func knownNames(names []string, cached map[string]bool) []string {
+	var known []string
+	for _, n := range names {
+		if cached[n] {
+			known = append(known, n)
+		}
+	}
+	return known
 }
 
 // checkAnswer checks that a 200 answer lists every name once, in order where
@@ -223,26 +251,59 @@ func checkAnswer(t *testing.T, verb string, answer []byte, names []string) {
 }
 
 // Names the cache knows are handed out as the cache's own strings, not
-// copied from every request; unknown names are copied.
+// copied from every request; unknown names are counted, not kept.
 func TestKnownNodeNamesAreNotCopied(t *testing.T) {
 	f := newFixture(t, fixtureOpts{}, filterCluster()...)
 	s := f.ext.server
-	body := []byte(`{"Pod":` + podJSON + `,"NodeNames":["roomy","ghost","busy"]}`)
-	args, err := decodeArgs(s.argsJSON, body, nil)
-	if err != nil {
-		t.Fatal(err)
+	for _, tt := range []struct{ name, body string }{
+		{"json-iterator", `{"Pod":` + podJSON + `,"NodeNames":["roomy","ghost","busy"]}`},
+		{"encoding/json (an escaped name)", `{"Pod":` + podJSON + `,"NodeNames":["roomy","gh\u006fst","busy"]}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			rq := new(request)
+			args, err := decodeArgs(s.argsJSON, s.cache, []byte(tt.body), rq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := nodeNames(args)
+			if !reflect.DeepEqual(got, []string{"roomy", "busy"}) || rq.unknown != 1 {
+				t.Fatalf("names = %q with %d unknown, want roomy, busy and 1", got, rq.unknown)
+			}
+			s.cache.mu.RLock()
+			defer s.cache.mu.RUnlock()
+			for _, n := range got {
+				if e := s.cache.nodes[n]; e == nil || unsafe.StringData(e.name) != unsafe.StringData(n) {
+					t.Errorf("%q does not share the cache's string", n)
+				}
+			}
+		})
 	}
-	got := nodeNames(args)
-	if !reflect.DeepEqual(got, []string{"roomy", "ghost", "busy"}) {
-		t.Fatalf("names = %q", got)
-	}
-	s.cache.mu.RLock()
-	defer s.cache.mu.RUnlock()
-	for i, known := range []bool{true, false, true} {
-		e := s.cache.nodes[got[i]]
-		shared := e != nil && unsafe.StringData(e.name) == unsafe.StringData(got[i])
-		if shared != known {
-			t.Errorf("%q: shares the cache's string = %v, want %v", got[i], shared, known)
-		}
+}
+
+// A body repeating known names beyond the cache's size is refused: it is
+// not kube-scheduler's, and would otherwise grow the answer with the body.
+func TestRepeatedNodeNamesBeyondTheCacheAreRefused(t *testing.T) {
+	f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute), node("n2", 4000, 4*gi, time.Minute))
+	for _, tt := range []struct {
+		name  string
+		names []string
+		want  int
+	}{
+		{"as many known names as cached nodes", []string{"n1", "n2"}, http.StatusOK},
+		{"one known name repeated beyond the cache", []string{"n1", "n1", "n1"}, http.StatusBadRequest},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			for _, esc := range []bool{false, true} {
+				names := append([]string{}, tt.names...)
+				body, _ := json.Marshal(extenderv1.ExtenderArgs{Pod: pod("p", "", 1000, gi), NodeNames: &names})
+				if esc { // the same names through encoding/json
+					body = bytes.ReplaceAll(body, []byte(`"n1"`), []byte(`"\u006e1"`))
+				}
+				rec := f.post("/filter", body)
+				if rec.Code != tt.want || (tt.want != http.StatusOK && !strings.Contains(rec.Body.String(), "repeats node names")) {
+					t.Errorf("escaped %v: %d %q, want %d", esc, rec.Code, rec.Body.String(), tt.want)
+				}
+			}
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -103,23 +104,43 @@ func (f *fixture) bindingCalls() int {
 	return n
 }
 
+// otherScheduler is bindPod of another scheduler.
+func otherScheduler(p *corev1.Pod) *corev1.Pod {
+	p.Spec.SchedulerName = "someone-elses-scheduler"
+	return p
+}
+
 func TestBind(t *testing.T) {
 	forbidden := apierrors.NewForbidden(podsGVR.GroupResource(), "p", errors.New("no"))
 	unavailable := apierrors.NewInternalError(errors.New("etcd timeout"))
 	tests := []struct {
 		name string
 		// pods exist in the cluster; bindPod is bound to node n1 (4000m / 4Gi).
-		pods       []runtime.Object
-		bindPod    *corev1.Pod
+		pods    []runtime.Object
+		bindPod *corev1.Pod
+		// filtered are the nodes the extender's filter passed for bindPod
+		// (nil: n1), filterAge before the bind.
+		filtered   []string
+		filterAge  time.Duration
+		noUID      bool
 		apiErr     error
 		wantErr    string // substring of ExtenderBindingResult.Error; "" succeeds
 		wantCalls  int    // Binding API calls
 		wantFree   reclaimable.Resources
 		wantAssume int
 		wantResult string
+		wantReason string // bind_refusals_total reason; "" for none
 	}{{
 		name:       "a pod that fits is bound and its room assumed until the informer shows it",
 		bindPod:    pod("p", "", 3000, gi),
+		wantCalls:  1,
+		wantFree:   req(1000, 3*gi),
+		wantAssume: 1,
+		wantResult: bindSuccess,
+	}, {
+		name:       "a filter verdict just within its time to live binds",
+		bindPod:    pod("p", "", 3000, gi),
+		filterAge:  filterPassTTL,
 		wantCalls:  1,
 		wantFree:   req(1000, 3*gi),
 		wantAssume: 1,
@@ -129,9 +150,9 @@ func TestBind(t *testing.T) {
 		pods:       []runtime.Object{pod("running", "n1", 3500, gi)},
 		bindPod:    pod("p", "", 1000, gi),
 		wantErr:    "node n1 has no room left for pod batch/p: reclaimed-cpu: need 1000m, free 500m",
-		wantCalls:  0,
 		wantFree:   req(500, 3*gi),
 		wantResult: bindConflict,
+		wantReason: refusedNoRoom,
 	}, {
 		name:       "a definite API rejection returns the room at once",
 		bindPod:    pod("p", "", 3000, gi),
@@ -155,25 +176,84 @@ func TestBind(t *testing.T) {
 		wantErr:    "requests differ from its limits",
 		wantFree:   req(4000, 4*gi),
 		wantResult: bindRejected,
+		wantReason: refusedMismatch,
 	}, {
 		name:       "a pod the informer shows bound already is refused",
 		bindPod:    pod("p", "n2", 1000, gi),
 		wantErr:    "pod batch/p is already bound to node n2",
 		wantFree:   req(4000, 4*gi),
 		wantResult: bindRejected,
+		wantReason: refusedBound,
 	}, {
-		name:       "a pod asking no reclaimed resource is bound without an assumption",
+		name:       "a pod asking no reclaimed resource is refused: it is not this extender's to place",
 		bindPod:    plainPod("p"),
-		wantCalls:  1,
+		wantErr:    "pod batch/p asks no kube-reclaim.io/reclaimed-cpu or kube-reclaim.io/reclaimed-memory",
 		wantFree:   req(4000, 4*gi),
-		wantResult: bindSuccess,
+		wantResult: bindRejected,
+		wantReason: refusedNoRequest,
+	}, {
+		name:       "a pod of another scheduler is refused, even one asking reclaimed resources",
+		bindPod:    otherScheduler(pod("p", "", 1000, gi)),
+		wantErr:    `pod batch/p names scheduler "someone-elses-scheduler", not one this extender binds for (--scheduler-name)`,
+		wantFree:   req(4000, 4*gi),
+		wantResult: bindRejected,
+		wantReason: refusedScheduler,
+	}, {
+		name:       "a pod of another scheduler asking nothing reclaimed is refused",
+		bindPod:    otherScheduler(plainPod("p")),
+		wantErr:    "not one this extender binds for",
+		wantFree:   req(4000, 4*gi),
+		wantResult: bindRejected,
+		wantReason: refusedScheduler,
+	}, {
+		name:       "a node the filter did not pass for the pod is refused",
+		bindPod:    pod("p", "", 1000, gi),
+		filtered:   []string{"n2"},
+		wantErr:    "node n1 was not passed by this extender's filter for pod batch/p (UID uid-p) within 2m0s",
+		wantFree:   req(4000, 4*gi),
+		wantResult: bindRejected,
+		wantReason: refusedNotFiltered,
+	}, {
+		name:       "a pod the filter never saw is refused",
+		bindPod:    pod("p", "", 1000, gi),
+		filtered:   []string{},
+		wantErr:    "was not passed by this extender's filter",
+		wantFree:   req(4000, 4*gi),
+		wantResult: bindRejected,
+		wantReason: refusedNotFiltered,
+	}, {
+		name:       "a filter verdict older than its time to live is refused",
+		bindPod:    pod("p", "", 1000, gi),
+		filterAge:  filterPassTTL + time.Millisecond,
+		wantErr:    "was not passed by this extender's filter",
+		wantFree:   req(4000, 4*gi),
+		wantResult: bindRejected,
+		wantReason: refusedNotFiltered,
+	}, {
+		name:       "a bind naming no pod UID is refused",
+		bindPod:    pod("p", "", 1000, gi),
+		noUID:      true,
+		wantErr:    "pod batch/p: the bind names no PodUID",
+		wantFree:   req(4000, 4*gi),
+		wantResult: bindRejected,
+		wantReason: refusedNoUID,
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			objs := append([]runtime.Object{node("n1", 4000, 4*gi, time.Minute), node("n2", 4000, 4*gi, time.Minute), tt.bindPod}, tt.pods...)
 			f := newFixture(t, fixtureOpts{}, objs...)
 			f.withholdBinds(func(*corev1.Binding) error { return tt.apiErr })
-			res := f.bind(tt.bindPod, "n1")
+			filtered := tt.filtered
+			if filtered == nil {
+				filtered = []string{"n1"}
+			}
+			f.admit(tt.bindPod, filtered...)
+			f.clock.Step(tt.filterAge)
+			p := tt.bindPod.DeepCopy()
+			if tt.noUID {
+				p.UID = ""
+			}
+			res := f.bindOnly(p, "n1")
 			switch {
 			case tt.wantErr == "" && res.Error != "":
 				t.Errorf("Error = %q, want success", res.Error)
@@ -192,62 +272,76 @@ func TestBind(t *testing.T) {
 			if got := f.counter("kube_reclaim_extender_binds_total", map[string]string{"result": tt.wantResult}); got != 1 {
 				t.Errorf("binds_total{result=%q} = %v, want 1", tt.wantResult, got)
 			}
+			refusals := f.counter("kube_reclaim_extender_bind_refusals_total", nil)
+			if want := f.counter("kube_reclaim_extender_bind_refusals_total", map[string]string{"reason": tt.wantReason}); tt.wantReason == "" && refusals != 0 || tt.wantReason != "" && (refusals != 1 || want != 1) {
+				t.Errorf("bind_refusals_total: %v in all, want 1 of reason %q only", refusals, tt.wantReason)
+			}
 		})
 	}
 }
 
+// --scheduler-name lists the schedulers whose pods bind places; the
+// default is the shipped kube-reclaim-scheduler.
+func TestBindServesTheConfiguredSchedulerNames(t *testing.T) {
+	mine, theirs, shipped := pod("mine", "", 1000, gi), pod("theirs", "", 1000, gi), pod("shipped", "", 1000, gi)
+	mine.Spec.SchedulerName, theirs.Spec.SchedulerName = "default-scheduler", "other"
+	for _, tt := range []struct {
+		name   string
+		names  []string
+		wantOK map[string]bool
+	}{
+		{"the default serves kube-reclaim-scheduler only", nil, map[string]bool{"shipped": true}},
+		{"several names serve each of them", []string{"default-scheduler", SchedulerName}, map[string]bool{"mine": true, "shipped": true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{schedulerNames: tt.names}, node("n1", 8000, 8*gi, time.Minute), mine, theirs, shipped)
+			f.withholdBinds(nil)
+			for _, p := range []*corev1.Pod{mine, theirs, shipped} {
+				res := f.bind(p, "n1")
+				if ok := res.Error == ""; ok != tt.wantOK[p.Name] {
+					t.Errorf("%s (scheduler %q): Error = %q, want bound %v", p.Name, p.Spec.SchedulerName, res.Error, tt.wantOK[p.Name])
+				}
+			}
+		})
+	}
+}
+
+// kube-scheduler sends the pod's UID with every bind.
 func TestBindSendsTheSchedulersPodUID(t *testing.T) {
 	p := pod("p", "", 1000, gi)
 	f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute), p)
-	f.withholdBinds(nil)
+	f.apiServerBinds(nil, nil)
+	// A recreated pod (same name, other UID, the informer still shows the
+	// first): the Binding carries the UID the scheduler named, and the API
+	// refuses it rather than binding the other pod in its place.
+	other := pod("p", "", 1000, gi)
+	other.UID = "another-uid"
+	if res := f.bind(other, "n1"); !strings.Contains(res.Error, "UID precondition failed") {
+		t.Errorf("Error = %q, want the API's UID precondition failure", res.Error)
+	}
+	// Positive control: the scheduler's own UID binds.
 	if res := f.bind(p, "n1"); res.Error != "" {
 		t.Fatal(res.Error)
 	}
+	var uids []types.UID
 	for _, a := range f.client.Actions() {
 		if a.GetSubresource() == "binding" {
 			b := a.(k8stesting.CreateAction).GetObject().(*corev1.Binding)
-			if b.UID != p.UID || b.Name != "p" || b.Namespace != "batch" || b.Target.Kind != "Node" || b.Target.Name != "n1" {
+			uids = append(uids, b.UID)
+			if b.Name != "p" || b.Namespace != "batch" || b.Target.Kind != "Node" || b.Target.Name != "n1" {
 				t.Errorf("Binding = %+v", b)
 			}
 		}
 	}
-	// A recreated pod (same name, other UID) is not bound in its place.
-	res := f.bind(pod("p", "", 1000, gi).DeepCopy(), "n1")
-	if res.Error != "" {
-		t.Fatalf("same UID again: %s", res.Error)
-	}
-	other := pod("p", "", 1000, gi)
-	other.UID = "another-uid"
-	if res := f.bind(other, "n1"); !strings.Contains(res.Error, "not the UID another-uid the scheduler asked to bind") {
-		t.Errorf("Error = %q", res.Error)
-	}
-}
-
-func TestBindLooksUpPodsTheInformerHasNotSeen(t *testing.T) {
-	f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute))
-	f.withholdBinds(nil)
-	f.ext.server.pods = emptyPods{}
-	p := pod("late", "", 3000, gi)
-	if _, err := f.client.CoreV1().Pods("batch").Create(t.Context(), p, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if res := f.bind(p, "n1"); res.Error != "" {
-		t.Fatalf("Error = %q", res.Error)
-	}
-	if got := f.free("n1"); got != req(1000, 3*gi) {
-		t.Errorf("free = %+v, want 1000m / 3Gi", got)
-	}
-	if res := f.bind(pod("absent", "", 1000, gi), "n1"); !strings.Contains(res.Error, `getting pod batch/absent: pods "absent" not found`) {
-		t.Errorf("Error = %q", res.Error)
-	}
-	if got := f.counter("kube_reclaim_extender_bind_pod_lookups_total", map[string]string{"source": "api"}); got != 2 {
-		t.Errorf("api lookups = %v, want 2", got)
+	if !reflect.DeepEqual(uids, []types.UID{"another-uid", "uid-p"}) {
+		t.Errorf("Binding UIDs = %v, want another-uid then uid-p", uids)
 	}
 }
 
 // A pod the informer has not delivered yet is bound from the record filter
 // made of it: no GET, so binds cost one API call each. A pod filter never
-// saw, or one of the same name with another UID, still needs the GET.
+// saw, or one of the same name with another UID, is refused without any
+// API call.
 func TestBindUsesThePodFilterAdmittedInsteadOfAGet(t *testing.T) {
 	f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute))
 	f.withholdBinds(nil)
@@ -265,11 +359,8 @@ func TestBindUsesThePodFilterAdmittedInsteadOfAGet(t *testing.T) {
 		}
 		return n
 	}
-	if res := f.bind(p, "n1"); res.Error != "" {
+	if res := f.bindOnly(p, "n1"); res.Error != "" {
 		t.Fatalf("Error = %q", res.Error)
-	}
-	if got := gets(); got != 0 {
-		t.Errorf("%d pod GETs for a pod filter admitted, want 0", got)
 	}
 	if got := f.free("n1"); got != req(1000, 3*gi) {
 		t.Errorf("free = %+v, want 1000m / 3Gi: the bind reserved the filtered pod's request", got)
@@ -277,36 +368,128 @@ func TestBindUsesThePodFilterAdmittedInsteadOfAGet(t *testing.T) {
 	if got := f.counter("kube_reclaim_extender_bind_pod_lookups_total", map[string]string{"source": "filter"}); got != 1 {
 		t.Errorf("filter lookups = %v, want 1", got)
 	}
-	// Control: the same name with another UID is not the filtered pod.
 	other := pod("fresh", "", 1000, gi)
 	other.UID = "recreated"
-	if res := f.bind(other, "n1"); !strings.Contains(res.Error, "getting pod batch/fresh") {
-		t.Errorf("Error = %q, want the GET's answer (the fake API has no such pod)", res.Error)
+	if res := f.bindOnly(other, "n1"); !strings.Contains(res.Error, "was not passed by this extender's filter") {
+		t.Errorf("Error = %q, want a refusal", res.Error)
 	}
-	if got := gets(); got != 1 {
-		t.Errorf("%d pod GETs, want 1 for the pod filter never saw", got)
+	if res := f.bindOnly(pod("never-filtered", "", 100, mi), "n1"); !strings.Contains(res.Error, "was not passed by this extender's filter") {
+		t.Errorf("Error = %q, want a refusal", res.Error)
+	}
+	if got, calls := gets(), f.bindingCalls(); got != 0 || calls != 1 {
+		t.Errorf("%d pod GETs and %d Binding calls, want none and 1", got, calls)
+	}
+}
+
+// The filter's verdict authorises exactly the nodes it passed: a pod that
+// fits one node but not another binds only to the first, and a later
+// filter of the same pod replaces the earlier verdict.
+func TestBindFollowsTheFiltersVerdict(t *testing.T) {
+	p := pod("p", "", 2000, gi)
+	f := newFixture(t, fixtureOpts{}, node("roomy", 4000, 4*gi, time.Minute), node("small", 1000, 4*gi, time.Minute), node("other", 4000, 4*gi, time.Minute), p)
+	f.withholdBinds(nil)
+	if res := f.filter(p, "roomy", "small"); !reflect.DeepEqual(deref(res.NodeNames), []string{"roomy"}) {
+		t.Fatalf("filter passed %v, want roomy", deref(res.NodeNames))
+	}
+	for _, n := range []string{"small", "other"} {
+		if res := f.bindOnly(p, n); !strings.Contains(res.Error, "was not passed by this extender's filter") {
+			t.Errorf("bind to %s: Error = %q, want a refusal", n, res.Error)
+		}
+	}
+	f.filter(p, "other")
+	if res := f.bindOnly(p, "roomy"); !strings.Contains(res.Error, "was not passed by this extender's filter") {
+		t.Errorf("bind to roomy after a later filter passed only other: Error = %q, want a refusal", res.Error)
+	}
+	if res := f.bindOnly(p, "other"); res.Error != "" {
+		t.Errorf("bind to other: %q", res.Error)
+	}
+	if got := f.bindingCalls(); got != 1 {
+		t.Errorf("%d Binding calls, want 1", got)
 	}
 }
 
 func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
-	f := newFilteredPods(2)
 	rec := func(name string) *podRecord {
 		return &podRecord{namespace: "ns", name: name, uid: types.UID("uid-" + name)}
 	}
-	for _, n := range []string{"a", "b", "c"} {
-		f.add(rec(n))
+	kept := func(f *filteredPods, name, node string) bool {
+		_, ok := f.passed("ns", name, types.UID("uid-"+name), node, t0)
+		return ok
 	}
-	for name, want := range map[string]bool{"a": false, "b": true, "c": true} {
-		if _, ok := f.get("ns", name, types.UID("uid-"+name)); ok != want {
-			t.Errorf("%s kept = %v, want %v", name, ok, want)
+	t.Run("beyond its pods", func(t *testing.T) {
+		f := newFilteredPods(2, 100)
+		for _, n := range []string{"a", "b", "c"} {
+			f.add(rec(n), []string{"n1"}, t0)
 		}
-	}
-	if _, ok := f.get("other", "b", "uid-b"); ok {
-		t.Error("a record was returned for another namespace")
-	}
-	if len(f.byUID) != 2 {
-		t.Errorf("%d records kept, want 2", len(f.byUID))
-	}
+		for name, want := range map[string]bool{"a": false, "b": true, "c": true} {
+			if got := kept(f, name, "n1"); got != want {
+				t.Errorf("%s kept = %v, want %v", name, got, want)
+			}
+		}
+		if _, ok := f.passed("other", "b", "uid-b", "n1", t0); ok {
+			t.Error("a record was returned for another namespace")
+		}
+		if pods, nodes := f.counts(); pods != 2 || nodes != 2 {
+			t.Errorf("%d pods and %d nodes kept, want 2 and 2", pods, nodes)
+		}
+	})
+	t.Run("beyond its nodes", func(t *testing.T) {
+		f := newFilteredPods(100, 5)
+		f.add(rec("a"), []string{"n1", "n2"}, t0)
+		f.add(rec("b"), []string{"n1", "n2"}, t0)
+		f.add(rec("c"), []string{"n1", "n2"}, t0) // a goes
+		f.add(rec("d"), []string{"n1", "n2", "n3", "n4", "n5", "n6"}, t0)
+		for name, want := range map[string]bool{"a": false, "b": false, "c": false, "d": true} {
+			if got := kept(f, name, "n1"); got != want {
+				t.Errorf("%s kept = %v, want %v", name, got, want)
+			}
+		}
+		if kept(f, "d", "n6") {
+			t.Error("d's sixth node was kept beyond the bound of 5")
+		}
+		if pods, nodes := f.counts(); pods != 1 || nodes != 5 {
+			t.Errorf("%d pods and %d nodes kept, want 1 and 5", pods, nodes)
+		}
+	})
+	t.Run("a later filter of a pod replaces its verdict", func(t *testing.T) {
+		f := newFilteredPods(3, 4)
+		f.add(rec("a"), []string{"n1", "n2", "n3"}, t0)
+		f.add(rec("a"), []string{"n4"}, t0)
+		f.add(rec("b"), []string{"n1", "n2", "n3"}, t0) // fits: a's first verdict no longer counts
+		if kept(f, "a", "n1") || !kept(f, "a", "n4") || !kept(f, "b", "n3") {
+			t.Error("want a on n4 only and b on n3")
+		}
+		if pods, nodes := f.counts(); pods != 2 || nodes != 4 {
+			t.Errorf("%d pods and %d nodes kept, want 2 and 4", pods, nodes)
+		}
+		if held := len(f.ring[0].passed); held != 0 {
+			t.Errorf("the replaced record still holds %d names", held)
+		}
+		// The replaced record's ring slot goes first, and with it nothing.
+		f.add(rec("c"), nil, t0)
+		f.add(rec("d"), nil, t0)
+		if !kept(f, "b", "n1") {
+			t.Error("b forgotten, want the replaced slot dropped before it")
+		}
+	})
+	t.Run("a pod with names longer than the API allows is not kept", func(t *testing.T) {
+		f := newFilteredPods(3, 10)
+		long := rec(strings.Repeat("x", maxNameBytes+1))
+		f.add(long, []string{"n1"}, t0)
+		f.add(rec("a"), []string{"n1"}, t0) // positive control
+		if _, ok := f.passed("ns", long.name, long.uid, "n1", t0); ok || !kept(f, "a", "n1") {
+			t.Errorf("long kept %v, a kept %v; want only a", ok, kept(f, "a", "n1"))
+		}
+	})
+	t.Run("the caller's slice is copied", func(t *testing.T) {
+		f := newFilteredPods(3, 10)
+		names := []string{"n1"}
+		f.add(rec("a"), names, t0)
+		names[0] = "n9"
+		if !kept(f, "a", "n1") || kept(f, "a", "n9") {
+			t.Error("the record follows the caller's reused slice")
+		}
+	})
 }
 
 type emptyPods struct{}

@@ -60,7 +60,7 @@ func TestPodRecordKeepsOnlyWhatIsNeeded(t *testing.T) {
 	enforced(p)
 	p.ResourceVersion = "5"
 	got := podRecords(testNames)(p)
-	want := &podRecord{namespace: "batch", name: "p", uid: "uid-p", resourceVersion: "5", nodeName: "n1", req: req(3000, 2*gi)}
+	want := &podRecord{namespace: "batch", name: "p", uid: "uid-p", resourceVersion: "5", nodeName: "n1", schedulerName: SchedulerName, req: req(3000, 2*gi)}
 	if r := got.(*podRecord); *r != *want {
 		t.Errorf("record = %+v, want %+v", *r, *want)
 	}

@@ -3,6 +3,7 @@ package extender
 import (
 	"io"
 	"os"
+	"reflect"
 	"testing"
 	"time"
 
@@ -11,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
 // withAllocatable sets the node's native allocatable; a negative amount
@@ -192,4 +195,53 @@ func TestClampLoggedOncePerChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.eventually("the deleted node to leave the gauge", func() bool { return gauge() == 0 })
+}
+
+// The native room an annotation is clamped to is min(allocatable,
+// capacity), each as the node lists it; a resource a list leaves out counts
+// as 0, so a node cannot widen its room by leaving a list out.
+func TestNativeRoomIsTheSmallerOfAllocatableAndCapacity(t *testing.T) {
+	list := func(cpuMilli, memBytes int64) corev1.ResourceList {
+		return withAllocatable(&corev1.Node{}, cpuMilli, memBytes).Status.Allocatable
+	}
+	tests := []struct {
+		name                  string
+		allocatable, capacity corev1.ResourceList
+		want                  reclaimable.Resources
+	}{
+		{"allocatable below capacity", list(3000, 3*gi), list(4000, 4*gi), req(3000, 3*gi)},
+		{"capacity below allocatable (a node writing its own status)", list(64000, 64*gi), list(2000, 2*gi), req(2000, 2*gi)},
+		{"each resource takes its own minimum", list(8000, gi), list(2000, 4*gi), req(2000, gi)},
+		{"no allocatable at all is no room", nil, list(4000, 4*gi), req(0, 0)},
+		{"no capacity at all is no room", list(4000, 4*gi), nil, req(0, 0)},
+		{"a resource missing from capacity is 0", list(4000, 4*gi), list(4000, -1), req(4000, 0)},
+		{"a resource missing from allocatable is 0", list(-1, 4*gi), list(4000, 4*gi), req(0, 4*gi)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &corev1.Node{Status: corev1.NodeStatus{Allocatable: tt.allocatable, Capacity: tt.capacity}}
+			if got := nativeAllocatable(n); got != tt.want {
+				t.Errorf("native room = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+// Through the informer and filter: a node whose capacity is below its
+// allocatable, or that lists no capacity, offers only what the smaller
+// allows; the positive control fits the same pod where both are big.
+func TestFilterClampsAnnotationToCapacity(t *testing.T) {
+	small := node("small-capacity", 8000, 8*gi, time.Minute)
+	small.Status.Capacity = withAllocatable(&corev1.Node{}, 2000, 2*gi).Status.Allocatable
+	none := node("no-capacity", 8000, 8*gi, time.Minute)
+	none.Status.Capacity = nil
+	f := newFixture(t, fixtureOpts{}, small, none, node("control", 8000, 8*gi, time.Minute))
+	res := f.filter(pod("p", "", 3000, gi), "small-capacity", "no-capacity", "control")
+	if got := deref(res.NodeNames); len(got) != 1 || got[0] != "control" {
+		t.Errorf("NodeNames = %v, want only control", got)
+	}
+	want := map[string]string{"small-capacity": "reclaimed-cpu: need 3000m, free 2000m", "no-capacity": "reclaimed-cpu: need 3000m, free 0m; reclaimed-memory: need 1Gi, free 0"}
+	if !reflect.DeepEqual(map[string]string(res.FailedNodes), want) {
+		t.Errorf("FailedNodes = %v, want %v", res.FailedNodes, want)
+	}
 }

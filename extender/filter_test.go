@@ -38,7 +38,6 @@ func TestFilter(t *testing.T) {
 		staleMsg     = "no reclaimed capacity: reclaimable annotation is stale, not rewritten within --stale-after (annotation-too-old)"
 		missingMsg   = "no reclaimed capacity: node has no reclaimable annotation (annotation-missing)"
 		malformedMsg = "no reclaimed capacity: node's reclaimable annotation is malformed (annotation-malformed)"
-		unknownMsg   = "node not found in extender cache"
 	)
 	tests := []struct {
 		name       string
@@ -94,11 +93,12 @@ func TestFilter(t *testing.T) {
 		wantPassed: []string{"roomy"},
 		wantFailed: map[string]string{"stale": staleMsg, "missing": missingMsg, "malformed": malformedMsg},
 	}, {
-		name:       "unknown node names are failed, never invented",
+		// kube-scheduler drops every node the answer does not pass.
+		name:       "unknown node names are left out of the answer, never invented",
 		pod:        pod("p", "", 100, mi),
 		nodes:      []string{"ghost", "roomy", "node-that-never-was"},
 		wantPassed: []string{"roomy"},
-		wantFailed: map[string]string{"ghost": unknownMsg, "node-that-never-was": unknownMsg},
+		wantFailed: map[string]string{},
 	}, {
 		name:       "passing nodes keep the input order",
 		pod:        pod("p", "", 100, mi),
@@ -106,10 +106,10 @@ func TestFilter(t *testing.T) {
 		wantPassed: []string{"roomy", "finished", "busy", "mem-short"},
 		wantFailed: map[string]string{},
 	}, {
-		name:       "a pod asking no reclaimed resource passes every node, even unknown and stale ones",
+		name:       "a pod asking no reclaimed resource passes every known node, even stale ones",
 		pod:        plainPod("p"),
 		nodes:      []string{"ghost", "stale", "cpu-short"},
-		wantPassed: []string{"ghost", "stale", "cpu-short"},
+		wantPassed: []string{"stale", "cpu-short"},
 		wantFailed: map[string]string{},
 	}, {
 		name:       "requests differing from limits fail every node, unresolvably",
@@ -119,7 +119,6 @@ func TestFilter(t *testing.T) {
 		wantFailed: map[string]string{},
 		wantUnres: map[string]string{
 			"roomy": "pod's kube-reclaim.io/reclaimed-cpu/kube-reclaim.io/reclaimed-memory requests differ from its limits (or a limit is missing): extended resources cannot be overcommitted, set requests equal to limits",
-			"ghost": "pod's kube-reclaim.io/reclaimed-cpu/kube-reclaim.io/reclaimed-memory requests differ from its limits (or a limit is missing): extended resources cannot be overcommitted, set requests equal to limits",
 		},
 	}, {
 		name:       "an empty node list answers an empty result",
@@ -242,7 +241,13 @@ func TestFilterFollowsInformerEvents(t *testing.T) {
 	if err := f.client.CoreV1().Nodes().Delete(ctx, "n1", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	check("a deleted node is unknown", "node not found in extender cache")
+	if err := f.client.CoreV1().Pods("batch").Delete(ctx, "running", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	f.eventually("a deleted node to be left out", func() bool {
+		res := f.filter(p, "n1")
+		return len(deref(res.NodeNames)) == 0 && len(res.FailedNodes) == 0
+	})
 }
 
 // The scheduler's wire format: field names are capitalised (the types have no

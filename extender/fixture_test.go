@@ -72,6 +72,8 @@ type fixtureOpts struct {
 	// requireEnforced is --require-enforced (off here: most tests use
 	// pods as the user writes them, before any pod webhook).
 	requireEnforced bool
+	// schedulerNames is --scheduler-name (nil: the default).
+	schedulerNames []string
 }
 
 func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
@@ -85,7 +87,8 @@ func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
 	f := &fixture{t: t, client: fake.NewClientset(objs...), clock: &fakeClock{now: t0}, reg: prometheus.NewRegistry()}
 	f.alive.Store(true)
 	ext, err := newExtender(f.client, config{names: testNames, strategy: o.strategy,
-		staleAfter: 10 * time.Minute, assumeTimeout: o.assumeTimeout, requireEnforced: o.requireEnforced}, nil, f.reg)
+		staleAfter: 10 * time.Minute, assumeTimeout: o.assumeTimeout, requireEnforced: o.requireEnforced,
+		schedulerNames: o.schedulerNames}, nil, f.reg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +157,22 @@ func (f *fixture) prioritize(pod *corev1.Pod, nodes ...string) extenderv1.HostPr
 	return res
 }
 
+// bind binds p to node as kube-scheduler does once its filter call passed
+// node for p: the filter's record is put in place directly (admit), so that
+// tests of bind's other checks need no filter call. bindOnly skips that.
 func (f *fixture) bind(p *corev1.Pod, node string) extenderv1.ExtenderBindingResult {
+	f.t.Helper()
+	f.admit(p, node)
+	return f.bindOnly(p, node)
+}
+
+// admit records what a filter call passing nodes for p records.
+func (f *fixture) admit(p *corev1.Pod, nodes ...string) {
+	f.ext.server.filtered.add(newPodRecord(testNames, p), nodes, f.clock.Now())
+}
+
+// bindOnly posts the bind of p to node, nothing else.
+func (f *fixture) bindOnly(p *corev1.Pod, node string) extenderv1.ExtenderBindingResult {
 	f.t.Helper()
 	rec := f.post("/bind", extenderv1.ExtenderBindingArgs{PodName: p.Name, PodNamespace: p.Namespace, PodUID: p.UID, Node: node})
 	var res extenderv1.ExtenderBindingResult
@@ -262,17 +280,17 @@ func node(name string, cpu, mem int64, writtenAgo time.Duration) *corev1.Node {
 		panic(err)
 	}
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{testNames.Annotation: v}},
-		Status: corev1.NodeStatus{Allocatable: bigAllocatable()}}
+		Status: corev1.NodeStatus{Allocatable: bigAllocatable(), Capacity: bigAllocatable()}}
 }
 
-// bigAllocatable is more native allocatable than any test annotates, so
-// that only the clamp tests are clamped.
+// bigAllocatable is more native allocatable (and capacity) than any test
+// annotates, so that only the clamp tests are clamped.
 func bigAllocatable() corev1.ResourceList {
 	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("16Ti")}
 }
 
 func nodeWithAnnotation(name, value string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: bigAllocatable()}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: bigAllocatable(), Capacity: bigAllocatable()}}
 	if value != "" {
 		n.Annotations = map[string]string{testNames.Annotation: value}
 	}

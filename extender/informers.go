@@ -31,9 +31,12 @@ type podRecord struct {
 	// resourceVersion is read by the reflector from watch bookmarks.
 	resourceVersion string
 	nodeName        string
-	req             reclaimable.Resources
-	mismatch        bool
-	terminal        bool
+	// schedulerName is spec.schedulerName: bind places only pods of the
+	// schedulers it serves.
+	schedulerName string
+	req           reclaimable.Resources
+	mismatch      bool
+	terminal      bool
 	// unenforced says what the pod lacks of the limits the pod webhook
 	// sets (enforcement.Enforced); empty when it lacks nothing.
 	unenforced string
@@ -87,6 +90,9 @@ func newPodRecord(n reclaimable.Names, p *corev1.Pod) *podRecord {
 	if p.Spec.NodeName != "" {
 		r.nodeName = intern(p.Spec.NodeName)
 	}
+	if p.Spec.SchedulerName != "" {
+		r.schedulerName = intern(p.Spec.SchedulerName)
+	}
 	if !req.IsZero() && !mismatch {
 		if err := enforcement.Enforced(&p.Spec, n); err != nil {
 			// Pods of one template lack the same: keep their text once.
@@ -117,11 +123,17 @@ func nodeRecords(n reclaimable.Names) compactlist.Convert {
 	}
 }
 
-// nativeAllocatable is the node's allocatable CPU and memory; a node that
-// lists none has none (0), so nothing annotated on it can be trusted.
+// nativeAllocatable is the node's native CPU and memory room: the smaller
+// of allocatable and capacity, each as the node lists it. A resource a list
+// leaves out counts as 0, so a node that lists none gets no reclaimed room:
+// the node writes its own status, and an annotation it may have written too
+// is only trusted within what it declares.
 func nativeAllocatable(node *corev1.Node) reclaimable.Resources {
-	a := node.Status.Allocatable
-	return reclaimable.Resources{CPUMilli: a.Cpu().MilliValue(), MemoryBytes: a.Memory().Value()}
+	a, c := node.Status.Allocatable, node.Status.Capacity
+	return reclaimable.Resources{
+		CPUMilli:    min(a.Cpu().MilliValue(), c.Cpu().MilliValue()),
+		MemoryBytes: min(a.Memory().Value(), c.Memory().Value()),
+	}
 }
 
 // informers are the node and pod informers feeding a nodeCache.

@@ -10,8 +10,20 @@ import (
 const (
 	bindSuccess  = "success"   // Binding created
 	bindConflict = "conflict"  // room gone (or never there) at bind time; no API call made
-	bindRejected = "rejected"  // pod invalid for reclaimed capacity, unknown or already bound; no API call made
+	bindRejected = "rejected"  // pod not managed here, invalid for reclaimed capacity or already bound; no API call made (bind_refusals_total says why)
 	bindAPIError = "api-error" // the Binding call failed
+)
+
+// Reasons of bind_refusals_total: why bind placed nothing.
+const (
+	refusedNoUID       = "no-pod-uid"           // the bind names no PodUID
+	refusedNotFiltered = "not-filtered"         // this extender's filter did not pass that node for that pod UID lately
+	refusedScheduler   = "other-scheduler"      // spec.schedulerName is not one of --scheduler-name
+	refusedNoRequest   = "no-reclaimed-request" // the pod asks no reclaimed resource
+	refusedBound       = "already-bound"
+	refusedMismatch    = "limits-mismatch"
+	refusedNotEnforced = "not-enforced"
+	refusedNoRoom      = "no-room"
 )
 
 // Resource label values of clamped_nodes.
@@ -30,6 +42,7 @@ type metrics struct {
 	clampedNodes        *prometheus.GaugeVec
 	notEnforced         *prometheus.CounterVec
 	bindLookups         *prometheus.CounterVec
+	bindRefusals        *prometheus.CounterVec
 	// nodesPerCall is by verb (filter, prioritize).
 	nodesPerCall *prometheus.HistogramVec
 }
@@ -67,8 +80,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"verb"}),
 		bindLookups: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "bind_pod_lookups_total",
-			Help: "Where bind found the pod it binds, by source: informer, filter (the record filter made of it; the informer had not delivered it yet) or api (a GET: neither had it)."},
+			Help: "Where bind found the pod it binds, by source: informer, or filter (the record filter made of it; the informer had not delivered it yet)."},
 			[]string{"source"}),
+		bindRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+			Name: "bind_refusals_total",
+			Help: "Bind calls that placed nothing, by reason: no-pod-uid, not-filtered (this extender's filter did not pass the node for that pod UID lately), other-scheduler (spec.schedulerName not in --scheduler-name), no-reclaimed-request, already-bound, limits-mismatch, not-enforced, no-room. The first three on a steady cluster mean something other than the scheduler calls /bind."},
+			[]string{"reason"}),
 		nodesPerCall: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
 			Name: "nodes_per_call",
 			Help: "Node names in each filter and prioritize call, by verb: the nodes kube-scheduler found for the pod, sized by its profile's percentageOfNodesToScore (never fewer than 100, or all nodes on smaller clusters). The extender's and the scheduler's work per pod grow with it.",
@@ -88,13 +105,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, v := range []string{"filter", "bind"} {
 		m.notEnforced.WithLabelValues(v)
 	}
-	for _, src := range []string{"informer", "filter", "api"} {
+	for _, src := range []string{"informer", "filter"} {
 		m.bindLookups.WithLabelValues(src)
+	}
+	for _, r := range []string{refusedNoUID, refusedNotFiltered, refusedScheduler, refusedNoRequest, refusedBound, refusedMismatch, refusedNotEnforced, refusedNoRoom} {
+		m.bindRefusals.WithLabelValues(r)
 	}
 	for _, v := range []string{"filter", "prioritize"} {
 		m.nodesPerCall.WithLabelValues(v)
 	}
-	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced, m.bindLookups, m.nodesPerCall)
+	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced, m.bindLookups, m.bindRefusals, m.nodesPerCall)
 	return m
 }
 

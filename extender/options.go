@@ -5,23 +5,24 @@
 // of truth.
 //
 // Free room on a node is the published reclaimable annotation (zero when
-// stale, see reclaimable.Judge; never above the node's native allocatable)
-// minus the reclaimed requests of the
-// non-terminal pods bound there minus the pods this extender bound that the
-// informer has not shown bound yet (assumptions). Bind checks the room and
-// records the assumption under one lock before creating the Binding, so
-// concurrent binds never over-book a node.
+// stale, see reclaimable.Judge; never above the node's native allocatable
+// or capacity) minus the reclaimed requests of the non-terminal pods bound
+// there minus the pods this extender bound that the informer has not shown
+// bound yet (assumptions). Bind checks the room and records the assumption
+// under one lock before creating the Binding, so concurrent binds never
+// over-book a node.
 //
-// Assumptions live in the memory of one process, so replicas do not share
-// them. deploy/ runs two replicas for availability behind a Service with
-// sessionAffinity: ClientIP, and that affinity is what keeps them safe: the
-// one active (leader-elected) kube-scheduler sends all its filter and bind
-// calls to the same replica, which sees every room it promised. Without it,
-// consecutive binds would land on different replicas, each unaware of what
-// the other just assumed, and both could promise the same room until their
-// pod informers catch up. When the scheduler does move to the other replica
-// (the replica dies, or the scheduler fails over to another node), the risk
-// is that of a restart: binds of the last moments not yet in the informer.
+// Topology: one extender per scheduler pod, a sidecar listening on
+// 127.0.0.1 only, which its scheduler's configuration names. The verbs
+// carry no authentication, so nothing but the containers of that pod may
+// reach them; and even from there /bind places only pods it manages (of a
+// --scheduler-name, asking reclaimed resources) on a node its own /filter
+// passed for that pod lately, and /filter keeps nothing sized by the
+// request. Assumptions live in the memory of one process, and only the
+// leading scheduler calls its own extender, so one assume cache serves the
+// one active scheduler; the standby's extender keeps warm informers. When
+// the scheduler fails over, the risk is that of a restart: binds of the
+// last moments not yet in the new leader's extender's informer.
 package extender
 
 import (
@@ -56,7 +57,8 @@ const (
 
 // Defaults of the extender's flags.
 const (
-	DefaultListenAddress = ":8888"
+	// DefaultListenAddress serves only the scheduler of the same pod.
+	DefaultListenAddress = "127.0.0.1:8888"
 	DefaultHealthAddress = ":8082"
 	// DefaultAssumeTimeout is how long a pod this extender bound counts
 	// against its node before the pod informer shows it bound. It only has to
@@ -87,6 +89,9 @@ type Options struct {
 	// RequireEnforced refuses reclaimed pods whose containers lack the
 	// native limits the pod webhook sets (see package enforcement).
 	RequireEnforced bool
+	// SchedulerNames are the spec.schedulerName values of the pods bind
+	// places; any other pod is refused.
+	SchedulerNames []string
 }
 
 // NewOptions returns the defaults.
@@ -98,18 +103,20 @@ func NewOptions() *Options {
 		Strategy:        StrategySpread,
 		AssumeTimeout:   DefaultAssumeTimeout,
 		RequireEnforced: true,
+		SchedulerNames:  []string{SchedulerName},
 	}
 }
 
 // AddFlags registers the flags.
 func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Common.AddFlags(fs)
-	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address serving the scheduler extender verbs POST /filter, /prioritize and /bind (HTTPS when --tls-cert-file is set, else HTTP).")
+	fs.StringVar(&o.ListenAddress, "listen-address", o.ListenAddress, "Address serving the scheduler extender verbs POST /filter, /prioritize and /bind (HTTPS when --tls-cert-file is set, else HTTP). The verbs carry no authentication: keep it on 127.0.0.1, beside the one scheduler that calls it.")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "Serving certificate (PEM) for HTTPS, re-read when the file changes. Requires --tls-private-key-file.")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "Private key (PEM) of --tls-cert-file.")
 	o.Staleness.AddFlags(fs, "the node offers no reclaimed room")
 	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "Strategy of the prioritize verb: spread (favour nodes with the most reclaimed room left) or binpack (the least). Only a scheduler configured with prioritizeVerb calls it (the legacy policy.json); the shipped KubeSchedulerConfiguration scores in its profile instead (NodeResourcesFit, LeastAllocated or MostAllocated).")
 	fs.BoolVar(&o.RequireEnforced, "require-enforced", o.RequireEnforced, "Refuse to place a pod asking for reclaimed resources unless every such container carries the native cpu/memory limits and explicit requests the kube-reclaim pod webhook sets (kubelet enforces its grant through them). Such a pod was created while the pod webhook was not configured; it stays Pending with a message naming what is missing. Set to false only where pods are enforced otherwise.")
+	fs.StringSliceVar(&o.SchedulerNames, "scheduler-name", o.SchedulerNames, "Scheduler name (a profile's schedulerName) whose pods /bind places; repeat the flag or separate names by commas for several. A pod naming any other scheduler is refused, as is one asking no reclaimed resource or bound to a node this extender's /filter did not pass for it.")
 	fs.DurationVar(&o.AssumeTimeout, "assume-timeout", o.AssumeTimeout, "How long a pod bound by this extender keeps its room reserved while the pod informer has not shown it bound. Must exceed the watch lag (see kube_reclaim_extender_assumption_confirm_duration_seconds); too short risks over-booking.")
 }
 
@@ -125,6 +132,15 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Staleness.Validate())
 	if o.AssumeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--assume-timeout must be positive, got %s", o.AssumeTimeout))
+	}
+	if len(o.SchedulerNames) == 0 {
+		errs = append(errs, errors.New("--scheduler-name: at least one scheduler name is required"))
+	}
+	for _, n := range o.SchedulerNames {
+		if n == "" {
+			errs = append(errs, errors.New("--scheduler-name: a scheduler name must not be empty"))
+			break
+		}
 	}
 	if o.Strategy != StrategySpread && o.Strategy != StrategyBinpack {
 		errs = append(errs, fmt.Errorf("--strategy: %q is neither %s nor %s", o.Strategy, StrategySpread, StrategyBinpack))
@@ -147,6 +163,8 @@ type config struct {
 	staleAfter      time.Duration
 	assumeTimeout   time.Duration
 	requireEnforced bool
+	// schedulerNames are --scheduler-name; empty means SchedulerName.
+	schedulerNames []string
 }
 
 func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*extender, error) {
@@ -160,6 +178,12 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 	e := &extender{cache: c, informers: inf, tracker: tracker}
 	e.server = newServer(cfg.names, cfg.strategy, c, inf, client, e.synced, m)
 	e.server.requireEnforced = cfg.requireEnforced
+	if len(cfg.schedulerNames) > 0 {
+		e.server.schedulerNames = map[string]bool{}
+		for _, n := range cfg.schedulerNames {
+			e.server.schedulerNames[n] = true
+		}
+	}
 	return e, nil
 }
 
@@ -205,8 +229,12 @@ func (o *Options) Run(ctx context.Context) error {
 	tracker := o.NewTracker(client)
 	reg := prometheus.NewRegistry()
 	health := serving.NewHealth(reg)
+	endpoints, err := o.Endpoints(client)
+	if err != nil {
+		return err
+	}
 	ext, err := newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,
-		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced}, tracker, reg)
+		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced, schedulerNames: o.SchedulerNames}, tracker, reg)
 	if err != nil {
 		return err
 	}
@@ -233,11 +261,11 @@ func (o *Options) Run(ctx context.Context) error {
 	defer cancel()
 	errc := make(chan error, 2)
 	running := 1
-	go func() { errc <- wrap("health server", health.Serve(ctx, o.HealthAddress)) }()
+	go func() { errc <- wrap("health and metrics servers", health.Serve(ctx, endpoints)) }()
 	ext.start(ctx)
 	log := logrus.WithFields(logrus.Fields{"listen": o.ListenAddress, "strategy": o.Strategy,
 		"staleAfter": o.StaleAfter, "assumeTimeout": o.AssumeTimeout, "domain": o.ResourceDomain,
-		"requireEnforced": o.RequireEnforced})
+		"requireEnforced": o.RequireEnforced, "schedulerNames": o.SchedulerNames})
 	log.Info("extender starting; waiting for the node and pod informers to sync")
 	synced := make(chan bool, 1)
 	go func() { synced <- ext.waitForSync(ctx) }()

@@ -1,6 +1,7 @@
 package extender
 
 import (
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -16,7 +17,7 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	for flag, want := range map[string]string{
-		"listen-address": ":8888", "health-address": ":8082", "stale-after": "10m0s", "strategy": "spread",
+		"listen-address": "127.0.0.1:8888", "scheduler-name": "[kube-reclaim-scheduler]", "health-address": ":8082", "stale-after": "10m0s", "strategy": "spread",
 		"assume-timeout": "30s", "publisher-lease-namespace": "kube-reclaim", "publisher-lease-name": "kube-reclaim-publisher",
 		"tls-cert-file": "", "tls-private-key-file": "", "resource-domain": "kube-reclaim.io",
 	} {
@@ -42,6 +43,9 @@ func TestOptionsValidate(t *testing.T) {
 	}{
 		{"binpack over HTTPS is valid", []string{"--strategy=binpack", "--tls-cert-file=c", "--tls-private-key-file=k"}, nil},
 		{"an empty lease name disables the lease check", []string{"--publisher-lease-name="}, nil},
+		{"several scheduler names, repeated or comma-separated", []string{"--scheduler-name=default-scheduler", "--scheduler-name=a,b"}, nil},
+		{"no scheduler name", []string{"--scheduler-name="}, []string{"--scheduler-name: at least one scheduler name is required"}},
+		{"an empty scheduler name", []string{"--scheduler-name=a,,b"}, []string{"--scheduler-name: a scheduler name must not be empty"}},
 		{"every problem is reported at once", []string{
 			"--strategy=random", "--stale-after=0s", "--assume-timeout=-1s", "--listen-address=8888",
 			"--tls-cert-file=c", "--resource-domain=UPPER", "--publisher-lease-namespace=Bad_NS",
@@ -79,6 +83,12 @@ func TestOptionsValidate(t *testing.T) {
 				}
 			}
 		})
+	}
+	o := NewOptions()
+	fs := pflag.NewFlagSet("extender", pflag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--scheduler-name=default-scheduler", "--scheduler-name=a,b"}); err != nil || !reflect.DeepEqual(o.SchedulerNames, []string{"default-scheduler", "a", "b"}) {
+		t.Errorf("--scheduler-name parsed to %q (%v)", o.SchedulerNames, err)
 	}
 	if o := NewOptions(); o.AssumeTimeout != 30*time.Second || o.Strategy != StrategySpread {
 		t.Errorf("NewOptions() = %+v", o)

@@ -23,8 +23,12 @@ const (
 	// SchedulerName is the profile served by the kube-reclaim scheduler;
 	// reclaimed pods set spec.schedulerName to it.
 	SchedulerName = "kube-reclaim-scheduler"
-	// DefaultURLPrefix is the extender's in-cluster Service.
-	DefaultURLPrefix = "http://kube-reclaim-extender.kube-reclaim.svc:8888"
+	// DefaultURLPrefix is the extender beside its kube-scheduler: a sidecar
+	// in the kube-reclaim-scheduler pod (deploy/base/scheduler), or a
+	// host-network DaemonSet beside the cluster's own scheduler
+	// (deploy/own-scheduler). It listens on the loopback only, so nothing
+	// but that scheduler can call /filter or /bind.
+	DefaultURLPrefix = "http://127.0.0.1:8888"
 	// ExtenderHTTPTimeout is the scheduler's timeout for one extender call.
 	ExtenderHTTPTimeout = 5 * time.Second
 	// PercentageOfNodesToScore is the SchedulerName profile's share of the
@@ -65,9 +69,34 @@ func explicit(e configv1.Extender) explicitExtender {
 // result strictly into the upstream type.
 type schedulerConfig struct {
 	metav1.TypeMeta `json:",inline"`
-	LeaderElection  leaderElection                  `json:"leaderElection"`
-	Profiles        []configv1.KubeSchedulerProfile `json:"profiles"`
-	Extenders       []explicitExtender              `json:"extenders"`
+	LeaderElection  leaderElection     `json:"leaderElection"`
+	Profiles        []shippedProfile   `json:"profiles"`
+	Extenders       []explicitExtender `json:"extenders"`
+}
+
+// shippedProfile is a profile whose plugins carry only the postFilter set:
+// the upstream Plugins struct would write every extension point, empty
+// ones included.
+type shippedProfile struct {
+	configv1.KubeSchedulerProfile `json:",inline"`
+	Plugins                       *postFilterPlugins `json:"plugins,omitempty"`
+}
+
+type postFilterPlugins struct {
+	PostFilter configv1.PluginSet `json:"postFilter"`
+}
+
+// defaultPreemption is kube-scheduler's only PostFilter plugin.
+const defaultPreemption = "DefaultPreemption"
+
+// noPreemption disables preemption in the shipped profile. kube-scheduler
+// does not count the reclaimed resources (ignoredByScheduler), so it can
+// never pick victims that free the room the extender refused; it would only
+// preempt for its own filters (pod slots, ports, affinity), deleting pods of
+// any scheduler, and kube-reclaim-scheduler has no right to delete pods.
+func noPreemption(p configv1.KubeSchedulerProfile) shippedProfile {
+	return shippedProfile{KubeSchedulerProfile: p,
+		Plugins: &postFilterPlugins{PostFilter: configv1.PluginSet{Disabled: []configv1.Plugin{{Name: defaultPreemption}}}}}
 }
 
 // leaderElection is the part of component-base's
@@ -204,7 +233,8 @@ func ProfilesYAML(profiles ...configv1.KubeSchedulerProfile) (string, error) {
 
 // KubeSchedulerConfigYAML returns the complete KubeSchedulerConfiguration
 // shipped as deploy/scheduler/kube-scheduler-config.yaml: a second scheduler
-// with profile SchedulerName, its own leader-election lease, and the extender.
+// with profile SchedulerName (preemption disabled, see noPreemption), its own
+// leader-election lease, and the extender.
 func KubeSchedulerConfigYAML(urlPrefix, domain string) (string, error) {
 	e, err := extenderEntry(urlPrefix, domain)
 	if err != nil {
@@ -219,7 +249,7 @@ func KubeSchedulerConfigYAML(urlPrefix, domain string) (string, error) {
 		LeaderElection: leaderElection{
 			LeaderElect: true, ResourceName: SchedulerName, ResourceNamespace: leaderlease.DefaultNamespace,
 		},
-		Profiles:  []configv1.KubeSchedulerProfile{p},
+		Profiles:  []shippedProfile{noPreemption(p)},
 		Extenders: []explicitExtender{explicit(e)},
 	})
 }

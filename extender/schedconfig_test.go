@@ -55,7 +55,14 @@ type v1Config struct {
 	Profiles []struct {
 		SchedulerName            string `json:"schedulerName"`
 		PercentageOfNodesToScore *int32 `json:"percentageOfNodesToScore,omitempty"`
-		PluginConfig             []struct {
+		Plugins                  *struct {
+			PostFilter struct {
+				Disabled []struct {
+					Name string `json:"name"`
+				} `json:"disabled"`
+			} `json:"postFilter"`
+		} `json:"plugins,omitempty"`
+		PluginConfig []struct {
 			Name string `json:"name"`
 			Args struct {
 				ScoringStrategy struct {
@@ -94,7 +101,7 @@ type legacyPolicy struct {
 
 // wantExtender is the expected extender entry, written out by hand: no
 // prioritizeVerb, the profile scores.
-const wantExtenderJSON = `{"urlPrefix": "http://kube-reclaim-extender.kube-reclaim.svc:8888",
+const wantExtenderJSON = `{"urlPrefix": "http://127.0.0.1:8888",
  "filterVerb": "filter", "bindVerb": "bind",
  "nodeCacheCapable": true, "httpTimeout": "5s",
  "managedResources": [{"name": "kube-reclaim.io/reclaimed-cpu", "ignoredByScheduler": true},
@@ -133,6 +140,10 @@ func TestShippedSchedulerConfigMatchesGenerated(t *testing.T) {
 			t.Errorf("%s: percentageOfNodesToScore = %v, want 5", name, p)
 		} else {
 			checkScoring(t, name, c.Profiles[0].PluginConfig, "LeastAllocated", "kube-reclaim.io")
+			// No preemption: the scheduler may not delete pods.
+			if pl := c.Profiles[0].Plugins; pl == nil || len(pl.PostFilter.Disabled) != 1 || pl.PostFilter.Disabled[0].Name != "DefaultPreemption" {
+				t.Errorf("%s: plugins = %+v, want postFilter DefaultPreemption disabled", name, pl)
+			}
 		}
 		if le := c.LeaderElection; le == nil || !le.LeaderElect || le.ResourceName != "kube-reclaim-scheduler" || le.ResourceNamespace != "kube-reclaim" {
 			t.Errorf("%s: leaderElection = %+v, want its own lease", name, le)
@@ -209,7 +220,7 @@ func TestShippedLegacyPolicyMatchesGenerated(t *testing.T) {
 		t.Fatalf("policy = %+v", p)
 	}
 	e := p.Extenders[0]
-	if e.URLPrefix != "http://kube-reclaim-extender.kube-reclaim.svc:8888" || e.FilterVerb != "filter" || e.PrioritizeVerb != "prioritize" ||
+	if e.URLPrefix != "http://127.0.0.1:8888" || e.FilterVerb != "filter" || e.PrioritizeVerb != "prioritize" ||
 		e.BindVerb != "bind" || e.Weight != 1 || e.EnableHTTPS || e.HTTPTimeout != 5_000_000_000 || !e.NodeCacheCapable || e.Ignorable ||
 		len(e.ManagedResources) != 2 || e.ManagedResources[0].Name != "kube-reclaim.io/reclaimed-cpu" || !e.ManagedResources[0].IgnoredByScheduler ||
 		e.ManagedResources[1].Name != "kube-reclaim.io/reclaimed-memory" || !e.ManagedResources[1].IgnoredByScheduler {
@@ -315,6 +326,9 @@ func TestConfigDecodesStrictlyIntoUpstreamTypes(t *testing.T) {
 			le.ResourceName != SchedulerName || le.ResourceNamespace != "kube-reclaim" {
 			t.Errorf("%s: profiles %+v, leaderElection %+v", name, c.Profiles, le)
 			continue
+		}
+		if pl := c.Profiles[0].Plugins; pl == nil || !reflect.DeepEqual(pl.PostFilter, configv1.PluginSet{Disabled: []configv1.Plugin{{Name: "DefaultPreemption"}}}) {
+			t.Errorf("%s: plugins %+v, want only DefaultPreemption disabled", name, pl)
 		}
 		// The plugin's args decode strictly into the upstream type too.
 		pc := c.Profiles[0].PluginConfig

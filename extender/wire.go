@@ -2,12 +2,14 @@ package extender
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"io"
 	"reflect"
 	"unsafe"
 
 	jsoniter "github.com/json-iterator/go"
+	corev1 "k8s.io/api/core/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
@@ -63,12 +65,13 @@ func (e *nodeNamesExtension) UpdateStructDescriptor(sd *jsoniter.StructDescripto
 
 // nodeNamesDecoder decodes a JSON array of strings (or null) into a
 // *[]string field. Names are taken in place from the body and looked up in
-// the cache; only a name the cache does not know is copied. When the
-// iterator's Attachment is a *request, the entry of each name (nil when
-// unknown) is appended to its entries, in order. A name with an
-// escape sequence or a control character is refused, which sends the whole
-// body to encoding/json (see decodeArgs): node names never contain them,
-// and encoding/json then decides exactly as kube-scheduler's encoder meant.
+// the cache (see nameSink): a name the cache does not know is counted, not
+// kept. When the iterator's Attachment is a *request, the entry of each
+// kept name is appended to its entries, in order, and the unknown names
+// are counted in its unknown. A name with an escape sequence or a control
+// character is refused, which sends the whole body to encoding/json (see
+// decodeArgs): node names never contain them, and encoding/json then
+// decides exactly as kube-scheduler's encoder meant.
 //
 // When the field already points to a slice, its backing array is reused;
 // the field is always given a new pointer, so the caller can tell a present
@@ -89,14 +92,8 @@ func (d *nodeNamesDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
 		iter.ReportError("decode NodeNames", "expects an array of strings or null")
 		return
 	}
-	names := []string{} // never nil: [] is not null
-	if *field != nil && **field != nil {
-		names = (**field)[:0]
-	}
 	rq, _ := iter.Attachment.(*request)
-	if rq != nil {
-		rq.entries = rq.entries[:0]
-	}
+	sink := newNameSink(d.cache, *field, rq)
 	if d.cache != nil {
 		d.cache.mu.RLock()
 		defer d.cache.mu.RUnlock()
@@ -114,28 +111,208 @@ func (d *nodeNamesDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
 			iter.ReportError("decode NodeNames", "escaped or control characters in a name")
 			return
 		}
-		name, e := d.lookup(b)
-		names = append(names, name)
-		if rq != nil {
-			rq.entries = append(rq.entries, e)
+		if err := sink.add(b); err != nil {
+			iter.ReportError("decode NodeNames", err.Error())
+			return
 		}
 	}
 	if iter.Error != nil {
 		return
 	}
-	*field = &names
+	*field = &sink.names
 }
 
-// lookup returns the name in b and its cache entry: the entry's copy of the
-// name, or a new string when the cache has no entry. Caller holds the
-// cache's read lock.
-func (d *nodeNamesDecoder) lookup(b []byte) (string, *nodeEntry) {
-	if d.cache != nil {
-		if e := d.cache.nodes[string(b)]; e != nil { // no allocation: the compiler looks up b in place
-			return e.name, e
+// errRepeatedNames: more known names than the cache holds nodes, so the
+// list repeats names, which kube-scheduler never does.
+var errRepeatedNames = errors.New("NodeNames repeats node names: more known names than the extender caches nodes")
+
+// nameSink collects the node names of one call. With a cache, only names
+// the cache holds are kept, as the cache's own string (the scheduler sends
+// the same names on every call), and the others are only counted: kube-
+// scheduler drops every node an answer does not list, so an unknown name
+// needs no entry of its own, and a body of a million names the cache does
+// not hold costs no memory beyond the body. Without a cache (parseArgs)
+// every name is kept.
+type nameSink struct {
+	cache *nodeCache
+	names []string
+	rq    *request
+	// unknown counts the names not kept when rq is nil.
+	unknown int
+}
+
+// newNameSink reuses the backing array of *prev when there is one.
+func newNameSink(c *nodeCache, prev *[]string, rq *request) *nameSink {
+	names := []string{} // never nil: [] is not null
+	if prev != nil && *prev != nil {
+		names = (*prev)[:0]
+	}
+	if rq != nil {
+		rq.entries, rq.unknown = rq.entries[:0], 0
+	}
+	return &nameSink{cache: c, names: names, rq: rq}
+}
+
+// add takes the name in b (not kept). The caller holds the cache's read
+// lock.
+func (s *nameSink) add(b []byte) error {
+	if s.cache == nil {
+		s.names = append(s.names, string(b))
+		return nil
+	}
+	e := s.cache.nodes[string(b)] // no allocation: the compiler looks up b in place
+	if e == nil {
+		if s.rq != nil {
+			s.rq.unknown++
+		} else {
+			s.unknown++
+		}
+		return nil
+	}
+	// Known names are bounded by the cache, unless the body repeats them.
+	if len(s.names) >= len(s.cache.nodes) {
+		return errRepeatedNames
+	}
+	s.names = append(s.names, e.name)
+	if s.rq != nil {
+		s.rq.entries = append(s.rq.entries, e)
+	}
+	return nil
+}
+
+// fallbackArgs is ExtenderArgs for the bodies json-iterator refuses (see
+// decodeArgs): encoding/json decides, but NodeNames still go through a
+// nameSink, so that such a body cannot make the extender keep a string per
+// name either.
+type fallbackArgs struct {
+	Pod   *corev1.Pod
+	Nodes *corev1.NodeList
+	// NodeNames is a value, not a pointer: encoding/json would replace a
+	// pointer by a new, empty value after a null, and hands a value the
+	// null itself.
+	NodeNames fallbackNames
+}
+
+// jsonKind names the kind of value tok starts as encoding/json's errors do.
+func jsonKind(tok json.Token) string {
+	switch tok {
+	case json.Delim('{'):
+		return "object"
+	case json.Delim('['):
+		return "array"
+	}
+	switch tok.(type) {
+	case string:
+		return "string"
+	case bool:
+		return "bool"
+	}
+	return "number"
+}
+
+// fallbackNames is a NodeNames array (or null) that encoding/json found:
+// each name is a short-lived string, kept only when the cache holds it.
+type fallbackNames struct {
+	sink *nameSink
+	// present: the last NodeNames of the body is an array, not null.
+	present bool
+}
+
+func (f *fallbackNames) UnmarshalJSON(raw []byte) error {
+	if f.sink.cache != nil {
+		f.sink.cache.mu.RLock()
+		defer f.sink.cache.mu.RUnlock()
+	}
+	// A repeated field starts over, as encoding/json's own decoding does.
+	f.sink.names = f.sink.names[:0]
+	if f.sink.rq != nil {
+		f.sink.rq.entries, f.sink.rq.unknown = f.sink.rq.entries[:0], 0
+	}
+	f.sink.unknown = 0
+	if string(raw) == "null" {
+		f.present = false
+		return nil
+	}
+	var err error
+	if f.sink.cache != nil {
+		err = f.lookupEach(raw)
+	} else {
+		err = f.decodeEach(raw)
+	}
+	f.present = err == nil
+	return err
+}
+
+// lookupEach reads the names with json-iterator, one short-lived string
+// each. It may decode a broken escape or invalid UTF-8 otherwise than
+// encoding/json would, which cannot matter: such a name is not a node name
+// and matches nothing in the cache either way.
+func (f *fallbackNames) lookupEach(raw []byte) error {
+	iter := plainArgsJSON.BorrowIterator(raw)
+	defer plainArgsJSON.ReturnIterator(iter)
+	// encoding/json has checked the syntax of the whole body already.
+	if next := iter.WhatIsNext(); next != jsoniter.ArrayValue {
+		return &json.UnmarshalTypeError{Value: iterKind(next), Type: reflect.TypeFor[[]string]()}
+	}
+	for iter.ReadArray() {
+		var name string
+		switch next := iter.WhatIsNext(); next {
+		case jsoniter.StringValue:
+			name = iter.ReadString()
+		case jsoniter.NilValue: // null leaves a string empty, as encoding/json does
+			iter.ReadNil()
+		default:
+			return &json.UnmarshalTypeError{Value: iterKind(next), Type: reflect.TypeFor[string]()}
+		}
+		if iter.Error != nil {
+			return iter.Error
+		}
+		if err := f.sink.add(unsafe.Slice(unsafe.StringData(name), len(name))); err != nil {
+			return err
 		}
 	}
-	return string(b), nil
+	return iter.Error
+}
+
+// decodeEach reads the names with encoding/json's tokenizer: without a
+// cache (parseArgs) every name is kept, exactly as encoding/json reads it.
+func (f *fallbackNames) decodeEach(raw []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+		// encoding/json names the field (see decodeArgs for the struct).
+		return &json.UnmarshalTypeError{Value: jsonKind(tok), Type: reflect.TypeFor[[]string]()}
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		var name string
+		switch v := tok.(type) {
+		case string:
+			name = v
+		case nil: // null leaves a string empty, as encoding/json does
+		default:
+			return &json.UnmarshalTypeError{Value: jsonKind(v), Type: reflect.TypeFor[string]()}
+		}
+		f.sink.names = append(f.sink.names, name)
+	}
+	return nil
+}
+
+// iterKind names a value kind as encoding/json's errors do.
+func iterKind(t jsoniter.ValueType) string {
+	switch t {
+	case jsoniter.StringValue:
+		return "string"
+	case jsoniter.BoolValue:
+		return "bool"
+	case jsoniter.ObjectValue:
+		return "object"
+	case jsoniter.ArrayValue:
+		return "array"
+	}
+	return "number"
 }
 
 // unmarshal is api.Unmarshal with attachment set on the iterator: v is

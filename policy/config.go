@@ -131,6 +131,34 @@ func (p *Pool) Matches(labels map[string]string) bool {
 	return true
 }
 
+// Label prefixes a kubelet cannot set on its own Node: NodeRestriction
+// refuses node-restriction.kubernetes.io/ labels from a node's credentials,
+// and deploy/ refuses kube-reclaim.io/ labels from them with a
+// ValidatingAdmissionPolicy.
+var trustedSelectorPrefixes = []string{"node-restriction.kubernetes.io/", "kube-reclaim.io/"}
+
+// Warnings returns what is legal in c but unsafe, one sentence each: every
+// pool nodeSelector key outside trustedSelectorPrefixes. A kubelet may set
+// any other label of its own Node, so a node could choose the pool, and with
+// it the margins and caps, that decide its own room. Not an error: files
+// written before this check must keep loading.
+func (c *Config) Warnings() []string {
+	var out []string
+	for i := range c.Pools {
+		p := &c.Pools[i]
+		for _, k := range slices.Sorted(maps.Keys(p.NodeSelector)) {
+			if slices.ContainsFunc(trustedSelectorPrefixes, func(prefix string) bool { return strings.HasPrefix(k, prefix) }) {
+				continue
+			}
+			out = append(out, fmt.Sprintf("pools[%d] (%q): nodeSelector key %q is a label the node's own kubelet can set, "+
+				"so a node can put itself in this pool and choose the settings of its own room; "+
+				"select nodes by labels under %s instead, which only administrators can set",
+				i, p.Name, k, strings.Join(trustedSelectorPrefixes, " or ")))
+		}
+	}
+	return out
+}
+
 // MaxWindow returns the longest window of the default and of every pool, the
 // history a caller must keep.
 func (c *Config) MaxWindow() time.Duration {

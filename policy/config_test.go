@@ -49,7 +49,7 @@ func TestLoadExampleFile(t *testing.T) {
 	batch.Memory.Margin = 0.25
 	want := []Pool{
 		{Name: "latency", NodeSelector: map[string]string{"kube-reclaim.io/pool": "latency"}, Settings: latency},
-		{Name: "batch", NodeSelector: map[string]string{"node-role": "batch"}, Settings: batch},
+		{Name: "batch", NodeSelector: map[string]string{"node-restriction.kubernetes.io/kube-reclaim-pool": "batch"}, Settings: batch},
 	}
 	if !reflect.DeepEqual(cfg.Pools, want) {
 		t.Errorf("pools = %+v\nwant %+v", cfg.Pools, want)
@@ -63,6 +63,47 @@ func TestLoadExampleFile(t *testing.T) {
 	}
 	if cfg.MaxWindow() != 5*time.Minute {
 		t.Errorf("MaxWindow = %s", cfg.MaxWindow())
+	}
+	if w := cfg.Warnings(); len(w) != 0 {
+		t.Errorf("the example selects pools by labels nodes can set: %q", w)
+	}
+}
+
+func TestWarningsNameEveryPoolKeyANodeCanSetItself(t *testing.T) {
+	tests := []struct {
+		name string
+		file string
+		want []string // each warning's pool and key, in order
+	}{
+		{"node-restriction prefix", "pools:\n- {name: a, nodeSelector: {node-restriction.kubernetes.io/pool: a}}\n", nil},
+		{"kube-reclaim.io prefix", "pools:\n- {name: a, nodeSelector: {kube-reclaim.io/pool: a}}\n", nil},
+		{"no pools", "default: {policy: request}\n", nil},
+		{"an ordinary label", "pools:\n- {name: a, nodeSelector: {pool: a}}\n", []string{`pools[0] ("a"): nodeSelector key "pool"`}},
+		{"a well-known label kubelets set", "pools:\n- {name: big, nodeSelector: {node.kubernetes.io/instance-type: m6i}}\n",
+			[]string{`pools[0] ("big"): nodeSelector key "node.kubernetes.io/instance-type"`}},
+		{"a look-alike prefix", "pools:\n- {name: a, nodeSelector: {x.kube-reclaim.io/pool: a}}\n",
+			[]string{`pools[0] ("a"): nodeSelector key "x.kube-reclaim.io/pool"`}},
+		{"every unsafe key of every pool, safe ones left out",
+			"pools:\n- {name: a, nodeSelector: {zone: a, kube-reclaim.io/pool: a, tier: gold}}\n- {name: b, nodeSelector: {role: b}}\n",
+			[]string{`pools[0] ("a"): nodeSelector key "tier"`, `pools[0] ("a"): nodeSelector key "zone"`, `pools[1] ("b"): nodeSelector key "role"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load([]byte(tt.file))
+			if err != nil {
+				t.Fatalf("a file with warnings must still load: %v", err)
+			}
+			got := cfg.Warnings()
+			if len(got) != len(tt.want) {
+				t.Fatalf("warnings %q, want %d", got, len(tt.want))
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(got[i], w+" is a label the node's own kubelet can set") ||
+					!strings.Contains(got[i], "node-restriction.kubernetes.io/ or kube-reclaim.io/") {
+					t.Errorf("warning %d = %q, want it to start with %q and name the safe prefixes", i, got[i], w)
+				}
+			}
+		})
 	}
 }
 

@@ -93,6 +93,7 @@ func (o *Options) Run(ctx context.Context) error {
 	reg := prometheus.NewRegistry()
 	p := New(o, client, mc, reg)
 	p.config.Store(file.Config())
+	logPolicyWarnings(file.Config())
 	file.OnReload = p.configReloaded
 
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
@@ -102,6 +103,10 @@ func (o *Options) Run(ctx context.Context) error {
 	p.evictor.SetRecorder(p.recorder)
 
 	health := serving.NewHealth(reg)
+	endpoints, err := o.Endpoints(client)
+	if err != nil {
+		return err
+	}
 	health.AddReadyCheck("informers", func() error {
 		for _, s := range p.hasSynced {
 			if !s() {
@@ -123,7 +128,7 @@ func (o *Options) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	errc := make(chan error, 3)
 	wg.Add(2)
-	go func() { defer wg.Done(); errc <- health.Serve(ctx, o.HealthAddress) }()
+	go func() { defer wg.Done(); errc <- health.Serve(ctx, endpoints) }()
 	go func() { defer wg.Done(); file.Run(ctx) }()
 	p.startInformers(ctx)
 

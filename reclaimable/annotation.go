@@ -43,6 +43,13 @@ type Annotation struct {
 	Explanation *Explanation `json:"explanation,omitempty"`
 }
 
+// MaxAnnotationBytes bounds the annotation value Parse accepts. The
+// publisher writes a few hundred bytes plus the explanation, and the
+// apiserver refuses more than 256 KiB of annotations on an object, so a
+// longer value can only come from a forged review sent to the webhook
+// directly; refusing it before decoding keeps every reader's cost bounded.
+const MaxAnnotationBytes = 64 << 10
+
 // Parse decodes an annotation value. Negative values are rejected rather than
 // clamped: they can only come from a bug or a hand edit, and trusting them
 // would be worse than publishing zero.
@@ -50,6 +57,9 @@ func Parse(value string) (Annotation, error) {
 	var a Annotation
 	if value == "" {
 		return a, errors.New("annotation is empty")
+	}
+	if len(value) > MaxAnnotationBytes {
+		return a, fmt.Errorf("annotation is %d bytes, more than the %d a publisher writes", len(value), MaxAnnotationBytes)
 	}
 	if err := json.Unmarshal([]byte(value), &a); err != nil {
 		return Annotation{}, fmt.Errorf("annotation is not valid JSON: %w", err)

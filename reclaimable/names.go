@@ -24,8 +24,10 @@ type Names struct {
 	Memory corev1.ResourceName
 	// Annotation is the node annotation carrying the published Annotation JSON.
 	Annotation string
-	// CPURatio and MemoryRatio are the node label/annotation keys that opt a node
-	// into native oversell (see the webhook).
+	// CPURatio and MemoryRatio are the node label keys that opt a node
+	// into native oversell (see the webhook): OversellLabelPrefix, the
+	// domain, then "-oversell-cpu-ratio" or "-oversell-memory-ratio", for
+	// example node-restriction.kubernetes.io/kube-reclaim.io-oversell-cpu-ratio.
 	CPURatio    string
 	MemoryRatio string
 	// ReclaimedLabel is the pod label that opts a pod into reclaimed
@@ -42,18 +44,32 @@ type Names struct {
 	ProfileRewrite string
 }
 
+// OversellLabelPrefix is the prefix of the oversell opt-in labels. The
+// NodeRestriction admission plugin forbids a kubelet to set labels under it
+// on its own Node, so only an administrator can opt a node into oversell; a
+// label of the domain itself, or any annotation, a node could set on itself.
+// A label key has one '/', so the whole domain goes into the name part,
+// which keeps the keys of two domains apart (the first DNS label alone would
+// not: kube-reclaim.io and kube-reclaim.example.com).
+const OversellLabelPrefix = "node-restriction.kubernetes.io/"
+
 // NewNames validates domain and derives every name from it.
 func NewNames(domain string) (Names, error) {
 	if errs := validation.IsDNS1123Subdomain(domain); len(errs) > 0 {
 		return Names{}, fmt.Errorf("resource domain %q is not a DNS subdomain: %v", domain, errs)
+	}
+	memoryRatio := OversellLabelPrefix + domain + "-oversell-memory-ratio"
+	if errs := validation.IsQualifiedName(memoryRatio); len(errs) > 0 {
+		return Names{}, fmt.Errorf("resource domain %q is too long to name the oversell label %s (the part after '/' has at most 63 characters): %v",
+			domain, memoryRatio, errs)
 	}
 	return Names{
 		Domain:      domain,
 		CPU:         corev1.ResourceName(domain + "/reclaimed-cpu"),
 		Memory:      corev1.ResourceName(domain + "/reclaimed-memory"),
 		Annotation:  domain + "/reclaimable",
-		CPURatio:    domain + "/oversell-cpu-ratio",
-		MemoryRatio: domain + "/oversell-memory-ratio",
+		CPURatio:    OversellLabelPrefix + domain + "-oversell-cpu-ratio",
+		MemoryRatio: memoryRatio,
 
 		ReclaimedLabel: domain + "/reclaimed",
 		OptOut:         domain + "/opt-out",

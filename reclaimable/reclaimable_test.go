@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 var n = MustNames(DefaultDomain)
@@ -178,5 +179,51 @@ func TestNewNamesRejectsADomainThatIsNotADNSSubdomain(t *testing.T) {
 	got := MustNames("example.com")
 	if got.CPU != "example.com/reclaimed-cpu" || got.Memory != "example.com/reclaimed-memory" || got.Annotation != "example.com/reclaimable" {
 		t.Errorf("unexpected names %+v", got)
+	}
+}
+
+// The oversell keys sit under the prefix NodeRestriction keeps kubelets
+// from setting, with the whole domain in the name part.
+func TestOversellKeysAreLabelsAKubeletCannotSet(t *testing.T) {
+	for _, c := range []struct {
+		domain, cpu, memory, err string
+	}{
+		{domain: "kube-reclaim.io", cpu: "node-restriction.kubernetes.io/kube-reclaim.io-oversell-cpu-ratio",
+			memory: "node-restriction.kubernetes.io/kube-reclaim.io-oversell-memory-ratio"},
+		{domain: "kube-reclaim.example.com", cpu: "node-restriction.kubernetes.io/kube-reclaim.example.com-oversell-cpu-ratio",
+			memory: "node-restriction.kubernetes.io/kube-reclaim.example.com-oversell-memory-ratio"},
+		{domain: strings.Repeat("a", 41), cpu: "node-restriction.kubernetes.io/" + strings.Repeat("a", 41) + "-oversell-cpu-ratio",
+			memory: "node-restriction.kubernetes.io/" + strings.Repeat("a", 41) + "-oversell-memory-ratio"},
+		{domain: strings.Repeat("a", 42), err: "too long to name the oversell label"},
+	} {
+		n, err := NewNames(c.domain)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("%s: got %v, want an error containing %q", c.domain, err, c.err)
+			}
+			continue
+		}
+		if err != nil || n.CPURatio != c.cpu || n.MemoryRatio != c.memory {
+			t.Errorf("%s: got %q, %q, %v; want %q, %q", c.domain, n.CPURatio, n.MemoryRatio, err, c.cpu, c.memory)
+		}
+		for _, k := range []string{n.CPURatio, n.MemoryRatio} {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				t.Errorf("%s is not a valid label key: %v", k, errs)
+			}
+		}
+	}
+}
+
+func TestParseRefusesAValueLongerThanAPublisherWrites(t *testing.T) {
+	valid := `{"cpu":1,"memory":2,"policy":"usage","writeTime":"2026-03-01T12:00:00Z"}`
+	padded := valid[:len(valid)-1] + `,"zeroReason":"` + strings.Repeat("x", MaxAnnotationBytes) + `"}`
+	if _, err := Parse(valid); err != nil {
+		t.Fatalf("positive control: %v", err)
+	}
+	if _, err := Parse(padded); err == nil || !strings.Contains(err.Error(), "bytes, more than") {
+		t.Errorf("a %d-byte value: got %v, want a size error", len(padded), err)
+	}
+	if f := Judge(padded, true, time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC), time.Minute, true); f.Fresh || f.Reason != ReasonMalformed {
+		t.Errorf("Judge of a %d-byte value = %+v, want malformed", len(padded), f)
 	}
 }

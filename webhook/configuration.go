@@ -63,8 +63,9 @@ func PodMatchCondition(names reclaimable.Names) string {
 //
 // Two webhooks. node-status: failurePolicy Ignore, timeoutSeconds 2, rules
 // UPDATE nodes/status and CREATE nodes (a kubelet's first registration),
-// clientConfig as given. pods: failurePolicy Fail, timeoutSeconds 5, rule
-// CREATE pods, PodMatchCondition, clientConfig the same with path PodPath.
+// clientConfig as given. pods: failurePolicy Fail, timeoutSeconds 5, rules
+// CREATE pods and UPDATE pods/resize (in-place resize, checked against the
+// grant), PodMatchCondition, clientConfig the same with path PodPath.
 // Both: sideEffects None, matchPolicy Equivalent, admissionReviewVersions
 // [v1, v1beta1], reinvocationPolicy IfNeeded.
 func MutatingWebhookConfiguration(name string, clientConfig admissionregistrationv1.WebhookClientConfig) *admissionregistrationv1.MutatingWebhookConfiguration {
@@ -114,7 +115,10 @@ func MutatingWebhookConfigurationFor(names reclaimable.Names, name string, clien
 		}, {
 			Name:         PodWebhookName,
 			ClientConfig: withPath(clientConfig, PodPath),
-			Rules:        []admissionregistrationv1.RuleWithOperations{rule(admissionregistrationv1.Create, "pods", &podScope)},
+			// pods/resize changes a running pod's native limits after
+			// creation; the same matchCondition sends only reclaimed pods.
+			Rules: []admissionregistrationv1.RuleWithOperations{rule(admissionregistrationv1.Create, "pods", &podScope),
+				rule(admissionregistrationv1.Update, "pods/resize", &podScope)},
 			// Only pods that ask for reclaimed resources or opt in are sent,
 			// so refusing when the webhook cannot be called blocks no other
 			// pod, and no reclaimed pod runs without its limits.

@@ -69,9 +69,18 @@ func TestPodWebhookPolicies(t *testing.T) {
 		t.Errorf("policies: failure %s timeout %d sideEffects %s match %s reinvocation %s",
 			*w.FailurePolicy, *w.TimeoutSeconds, *w.SideEffects, *w.MatchPolicy, *w.ReinvocationPolicy)
 	}
-	if len(w.Rules) != 1 || !reflect.DeepEqual(w.Rules[0].Operations, []admissionregistrationv1.OperationType{"CREATE"}) ||
-		!reflect.DeepEqual(w.Rules[0].Resources, []string{"pods"}) || !reflect.DeepEqual(w.Rules[0].APIGroups, []string{""}) {
-		t.Errorf("rules %+v, want CREATE of core pods only", w.Rules)
+	type rule struct{ op, group, version, resource, scope string }
+	var got []rule
+	for _, r := range w.Rules {
+		for _, op := range r.Operations {
+			got = append(got, rule{string(op), r.APIGroups[0], r.APIVersions[0], r.Resources[0], string(*r.Scope)})
+		}
+	}
+	// pods/resize: an in-place resize of a reclaimed pod is checked against
+	// its grant.
+	want := []rule{{"CREATE", "", "v1", "pods", "Namespaced"}, {"UPDATE", "", "v1", "pods/resize", "Namespaced"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("rules %+v, want %+v", got, want)
 	}
 	if *w.ClientConfig.URL != "https://127.0.0.1:9443/mutate-pod" || string(w.ClientConfig.CABundle) != "ca" {
 		t.Errorf("clientConfig %+v", w.ClientConfig)

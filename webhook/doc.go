@@ -3,7 +3,8 @@
 // status.capacity and status.allocatable <domain>/reclaimed-cpu and
 // <domain>/reclaimed-memory from the node's <domain>/reclaimable annotation
 // (the room, zero when it is stale, missing or malformed, floored at what the
-// annotation says reclaimed pods held, and clamped to native allocatable),
+// annotation says reclaimed pods held, and clamped to min(allocatable,
+// capacity) of the object),
 // and, for nodes that opt in,
 // inflates native allocatable cpu/memory by a ratio without compounding (see
 // oversell.go for the rule and its cost: opted-in nodes make kubelet PATCH
@@ -13,7 +14,12 @@
 // selects) it sets native limits equal to each reclaimed container's grant
 // and explicit native requests (package enforcement), denies pods that
 // cannot be made safe, and fails closed; a PodRewriter (SetPodRewriter) may
-// rewrite the pod first.
+// rewrite the pod first. On pods/resize it refuses a resize that takes a
+// container past its grant.
+//
+// At most SetMaxInFlight reviews are read and decoded at once (inflight.go),
+// and every per-node memory is bounded by entries and bytes, so memory stays
+// bounded whatever is sent to the port.
 //
 // The node path never denies. No path makes an API call. The
 // review path is shared by every kind (review.go: an AdmissionReview decoded

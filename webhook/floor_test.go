@@ -57,11 +57,11 @@ func TestStatusValueIsTheRoomFlooredAtWhatWasHeldAndClampedToNative(t *testing.T
 		{name: "a value exactly at native allocatable is not clamped",
 			node:  func() node { return newNode("n1").setAnnotation(annKey, heldAnnotation(3800, 15*gi, 0, 0, recent)) },
 			alive: true, wantCPU: "3800", wantMem: fmt.Sprint(15 * gi)},
-		{name: "an unparsable native allocatable gives no bound",
+		{name: "an unparsable native allocatable bounds at zero",
 			node: func() node {
 				return newNode("n1").setAnnotation(annKey, heldAnnotation(5000, gi, 0, 0, recent)).setStatus("allocatable", "cpu", "lots")
 			},
-			alive: true, wantCPU: "5000", wantMem: fmt.Sprint(gi)},
+			alive: true, wantCPU: "0", wantMem: fmt.Sprint(gi), clampedCPU: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -101,5 +101,69 @@ func TestStatusAtWhatWasHeldNeedsNoPatchWhileStale(t *testing.T) {
 	}
 	if got := th.counter(t, "kube_reclaim_webhook_stale_injections_total", "reason", reclaimable.ReasonPublisherDown); got != 1 {
 		t.Errorf("stale injections{publisher-lease-expired} = %v, want 1", got)
+	}
+}
+
+// The bound is min(allocatable, capacity) of the incoming object, a missing
+// value counting as 0: a writer cannot raise the room by inflating one of
+// the two or by leaving one out.
+func TestClampIsTheSmallerOfAllocatableAndCapacityWithMissingAsZero(t *testing.T) {
+	const gi = int64(1 << 30)
+	room := heldAnnotation(3000, 12*gi, 0, 0, testNow.Add(-time.Minute))
+	cases := []struct {
+		name                   string
+		change                 func(n node)
+		wantCPU, wantMem       int64
+		clampedCPU, clampedMem float64
+	}{
+		{name: "both above the room: not clamped (control)", change: func(node) {}, wantCPU: 3000, wantMem: 12 * gi},
+		{name: "allocatable inflated above capacity: capacity bounds",
+			change: func(n node) {
+				n.setStatus("allocatable", "cpu", "64").setStatus("allocatable", "memory", "1Ti").
+					setStatus("capacity", "cpu", "2").setStatus("capacity", "memory", "8Gi")
+			},
+			wantCPU: 2000, wantMem: 8 * gi, clampedCPU: 1, clampedMem: 1},
+		{name: "capacity inflated above allocatable: allocatable bounds",
+			change: func(n node) {
+				n.setStatus("capacity", "cpu", "64").setStatus("allocatable", "cpu", "2500m")
+			},
+			wantCPU: 2500, wantMem: 12 * gi, clampedCPU: 1},
+		{name: "allocatable cpu missing: zero",
+			change:  func(n node) { delete(n.status()["allocatable"].(map[string]any), "cpu") },
+			wantCPU: 0, wantMem: 12 * gi, clampedCPU: 1},
+		{name: "capacity memory missing: zero",
+			change:  func(n node) { delete(n.status()["capacity"].(map[string]any), "memory") },
+			wantCPU: 3000, wantMem: 0, clampedMem: 1},
+		{name: "negative allocatable: zero",
+			change:  func(n node) { n.setStatus("allocatable", "memory", "-1Gi") },
+			wantCPU: 3000, wantMem: 0, clampedMem: 1},
+		{name: "no status at all: zero",
+			change:  func(n node) { delete(n, "status") },
+			wantCPU: 0, wantMem: 0, clampedCPU: 1, clampedMem: 1},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			th := newTestHandler(t, testNames, nil)
+			n := newNode("n1").setAnnotation(annKey, room)
+			n.setStatus("capacity", "memory", "16Gi").setStatus("allocatable", "memory", "15Gi")
+			c.change(n)
+			obj := n.json(t)
+			a := post(t, th, reviewSpec{object: obj, oldObject: obj}.json(t))
+			if a.code != http.StatusOK || !a.allowed || a.patch == nil {
+				t.Fatalf("answer = %+v, want allowed with a patch", a)
+			}
+			got := decodeNode(t, apply(t, obj, a.patch))
+			for _, m := range []map[string]string{got.Status.Capacity, got.Status.Allocatable} {
+				if m[cpuKey] != fmt.Sprint(c.wantCPU) || m[memKey] != fmt.Sprint(c.wantMem) {
+					t.Errorf("got cpu=%q memory=%q, want %d and %d", m[cpuKey], m[memKey], c.wantCPU, c.wantMem)
+				}
+			}
+			if got := th.counter(t, "kube_reclaim_webhook_clamped_total", "resource", ResourceCPU); got != c.clampedCPU {
+				t.Errorf("clamped{cpu} = %v, want %v", got, c.clampedCPU)
+			}
+			if got := th.counter(t, "kube_reclaim_webhook_clamped_total", "resource", ResourceMemory); got != c.clampedMem {
+				t.Errorf("clamped{memory} = %v, want %v", got, c.clampedMem)
+			}
+		})
 	}
 }

@@ -50,6 +50,9 @@ func FuzzPodHandler(f *testing.F) {
 		f.Add(podReview(f, "CREATE", obj))
 	}
 	f.Add(podReview(f, "UPDATE", podJSON(reclaimed2c4g)))
+	for _, obj := range []json.RawMessage{podJSON(resized("0", "2", "0", "4Gi")), podJSON(resized("0", "3", "0", "4Gi"))} {
+		f.Add(reviewSpec{kind: "Pod", resource: "pods", subResource: "resize", operation: "UPDATE", object: obj}.json(f))
+	}
 	f.Fuzz(func(t *testing.T, body []byte) {
 		checkFuzzAnswer(t, th, PodPath, body)
 	})

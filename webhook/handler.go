@@ -37,8 +37,18 @@ type Handler struct {
 	// serving; zero or negative means DefaultMaxRequestBytes.
 	MaxRequestBytes int64
 
-	bufs sync.Pool // *bytes.Buffer for request bodies
+	inflight *inflight
+	bufs     sync.Pool // *bytes.Buffer for request bodies
 }
+
+// SetMaxInFlight bounds the reviews read and decoded at once, nodes and
+// pods together (n <= 0: DefaultMaxInFlight). Call it before serving.
+func (h *Handler) SetMaxInFlight(n int) { h.inflight = newInflight(n) }
+
+// SetOversell turns native oversell on (the default: nodes opt in with a
+// label) or off (every ratio is ignored and inflated nodes are restored).
+// Call it before serving.
+func (h *Handler) SetOversell(on bool) { h.nodes.oversell = on }
 
 // SetPodRewriter installs r to run on every reviewed pod before it is
 // enforced (nil: none). Call it before serving.
@@ -53,18 +63,20 @@ func NewHandler(names reclaimable.Names, staleAfter time.Duration, alive func(ti
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	h := &Handler{metrics: newMetrics(reg)}
+	h := &Handler{metrics: newMetrics(reg), inflight: newInflight(DefaultMaxInFlight)}
 	h.bufs.New = func() any { return new(bytes.Buffer) }
 	h.nodes = newNodeMutator(names, staleAfter, alive, h.metrics)
 
 	rm := serving.NewRequestMetrics(reg, "webhook")
 	h.router = mux.NewRouter()
-	nodes := &reviewServer[nodeObject, *nodeObject]{h: h, gk: schema.GroupKind{Kind: "Node"}, mutator: h.nodes, durations: h.metrics.nodes}
+	nodes := &reviewServer[nodeObject, *nodeObject]{h: h, gk: schema.GroupKind{Kind: "Node"}, mutator: h.nodes, durations: h.metrics.nodes,
+		route: RouteNodes, timeout: time.Duration(TimeoutSeconds) * time.Second}
 	h.router.Handle(Path, rm.Wrap(Path, nodes)).Methods(http.MethodPost)
 	h.pods = &podMutator{names: names, metrics: h.metrics}
 	// The pod route fails closed like its failurePolicy: a pod it cannot
 	// process is refused rather than run without limits.
-	pods := &reviewServer[corev1.Pod, *corev1.Pod]{h: h, gk: schema.GroupKind{Kind: "Pod"}, mutator: h.pods, durations: h.metrics.pods, failClosed: true}
+	pods := &reviewServer[corev1.Pod, *corev1.Pod]{h: h, gk: schema.GroupKind{Kind: "Pod"}, mutator: h.pods, durations: h.metrics.pods, failClosed: true,
+		route: RoutePods, timeout: time.Duration(PodTimeoutSeconds) * time.Second}
 	h.router.Handle(PodPath, rm.Wrap(PodPath, pods)).Methods(http.MethodPost)
 	return h
 }

@@ -97,21 +97,22 @@ func TestInjectsReclaimedResourcesFromTheAnnotation(t *testing.T) {
 				delete(n.status(), "capacity")
 				return n
 			},
-			alive: true, wantCPU: "2500", wantMem: "6442450944"},
+			// Without a native capacity nothing bounds the room: zero.
+			alive: true, wantCPU: "0", wantMem: "0"},
 		{name: "null allocatable map is replaced whole",
 			node: func() node {
 				n := newNode("n1").setAnnotation(annKey, fresh)
 				n.status()["allocatable"] = nil
 				return n
 			},
-			alive: true, wantCPU: "2500", wantMem: "6442450944"},
+			alive: true, wantCPU: "0", wantMem: "0"},
 		{name: "absent status is added whole",
 			node: func() node {
 				n := newNode("n1").setAnnotation(annKey, fresh)
 				delete(n, "status")
 				return n
 			},
-			alive: true, wantCPU: "2500", wantMem: "6442450944"},
+			alive: true, wantCPU: "0", wantMem: "0"},
 		{name: "absent annotations map counts as missing",
 			node: func() node {
 				n := newNode("n1")
@@ -453,18 +454,20 @@ func TestReadsTheObjectLikeTheAPIServerDecoder(t *testing.T) {
 		wantCPU string // reclaimed cpu in capacity and allocatable after the patch
 	}{
 		{name: "escaped slash in the annotation key",
-			object:  `{"kind":"Node","metadata":{"name":"n1","annotations":{"kube-reclaim.io\u002freclaimable":` + string(quoted) + `}},"status":{"capacity":{},"allocatable":{}}}`,
+			object:  `{"kind":"Node","metadata":{"name":"n1","annotations":{"kube-reclaim.io\u002freclaimable":` + string(quoted) + `}},"status":{"capacity":{"cpu":"4","memory":"16Gi"},"allocatable":{"cpu":"4","memory":"16Gi"}}}`,
 			wantCPU: "2500"},
 		{name: "annotations in a repeated metadata member are merged",
-			object:  `{"kind":"Node","metadata":{"name":"n1","labels":{"a":"1"}},"metadata":{"annotations":{"kube-reclaim.io/reclaimable":` + string(quoted) + `}},"status":{"capacity":{}}}`,
+			object:  `{"kind":"Node","metadata":{"name":"n1","labels":{"a":"1"}},"metadata":{"annotations":{"kube-reclaim.io/reclaimable":` + string(quoted) + `}},"status":{"capacity":{"cpu":"4","memory":"16Gi"},"allocatable":{"cpu":"4","memory":"16Gi"}}}`,
 			wantCPU: "2500"},
 		{name: "a repeated status member wins as a whole when it is null",
-			object:  `{"kind":"Node","metadata":{"name":"n1","annotations":{"kube-reclaim.io/reclaimable":` + string(quoted) + `}},"status":{"capacity":{"cpu":"1"}},"status":null}`,
-			wantCPU: "2500"},
+			object: `{"kind":"Node","metadata":{"name":"n1","annotations":{"kube-reclaim.io/reclaimable":` + string(quoted) + `}},"status":{"capacity":{"cpu":"1"}},"status":null}`,
+			// No status, so no native size bounds the room: zero.
+			wantCPU: "0"},
 		{name: "deep unknown fields, numbers and literals are skipped",
 			object: ` { "kind" : "Node" , "spec" : { "x" : [ 1 , -2.5e+3 , true , false , null , { } , [ [ [ ] ] ] ] } ,` +
 				` "metadata" : { "name" : "n1" , "annotations" : { "kube-reclaim.io/reclaimable" : ` + string(quoted) + ` } } ,` +
-				` "status" : { "images" : [ { "names" : [ "a\"b\\c\u00e9\ud83d\ude00" ] , "sizeBytes" : 12 } ] , "capacity" : null } } `,
+				` "status" : { "images" : [ { "names" : [ "a\"b\\c\u00e9\ud83d\ude00" ] , "sizeBytes" : 12 } ] ,` +
+				` "capacity" : { "cpu" : "4" , "x" : null , "memory" : "16Gi" } , "allocatable" : {"cpu":"4","memory":"16Gi"} } } `,
 			wantCPU: "2500"},
 		{name: "a key differing only in case is not the annotation",
 			object:  `{"kind":"Node","metadata":{"name":"n1","Annotations":{"kube-reclaim.io/reclaimable":` + string(quoted) + `}},"status":{"capacity":{}}}`,

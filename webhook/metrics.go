@@ -13,6 +13,13 @@ const (
 	OutcomeSkipped   = "skipped"   // not a request the webhook mutates
 	OutcomeDenied    = "denied"    // a pod refused: it cannot be made safe (pod reviews only)
 	OutcomeError     = "error"     // answered without a patch (or 400/413) because of an error: allowed for nodes, denied for pods
+	OutcomeBusy      = "busy"      // no in-flight slot in time: allowed unchanged for nodes, denied for pods
+)
+
+// Routes, the label of the in-flight waits counter.
+const (
+	RouteNodes = "nodes"
+	RoutePods  = "pods"
 )
 
 // Patch kinds, the label of the patches counter.
@@ -56,14 +63,26 @@ type metrics struct {
 	errors      *prometheus.CounterVec
 	denials     *prometheus.CounterVec
 
+	inFlight prometheus.Gauge
+	waits    *prometheus.CounterVec
+
 	// Pre-resolved children for the hot path.
 	nodes, pods    *durations
 	patchReclaimed prometheus.Counter
 }
 
+// waited counts a review that found every in-flight slot taken.
+func (m *metrics) waited(route string, served bool) {
+	result := WaitTimedOut
+	if served {
+		result = WaitServed
+	}
+	m.waits.WithLabelValues(route, result).Inc()
+}
+
 // durations are one route's review histogram children, resolved once.
 type durations struct {
-	patched, unchanged, skipped, denied, err prometheus.Observer
+	patched, unchanged, skipped, denied, busy, err prometheus.Observer
 }
 
 func newDurations(h *prometheus.HistogramVec, withDenied bool) *durations {
@@ -71,6 +90,7 @@ func newDurations(h *prometheus.HistogramVec, withDenied bool) *durations {
 		patched:   h.WithLabelValues(OutcomePatched),
 		unchanged: h.WithLabelValues(OutcomeUnchanged),
 		skipped:   h.WithLabelValues(OutcomeSkipped),
+		busy:      h.WithLabelValues(OutcomeBusy),
 		err:       h.WithLabelValues(OutcomeError),
 	}
 	if withDenied {
@@ -85,21 +105,21 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "review_duration_seconds",
-			Help:      "Time to answer one node AdmissionReview (reading the body to writing the answer), by outcome: patched, unchanged, skipped or error.",
+			Help:      "Time to answer one node AdmissionReview (reading the body to writing the answer), by outcome: patched, unchanged, skipped, busy (no in-flight slot in time: allowed unchanged) or error.",
 			Buckets:   []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
 		}, []string{"outcome"}),
 		podDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "pod_review_duration_seconds",
-			Help:      "Time to answer one pod AdmissionReview (" + PodPath + "), by outcome: patched (limits enforced), unchanged (nothing reclaimed or already enforced), denied (cannot be made safe), skipped or error (denied: the pod webhook fails closed).",
+			Help:      "Time to answer one pod AdmissionReview (" + PodPath + "), by outcome: patched (limits enforced), unchanged (nothing reclaimed or already enforced, or a resize within the grant), denied (cannot be made safe, or a resize beyond the grant), skipped, busy (no in-flight slot in time) or error (busy and error are denied: the pod webhook fails closed).",
 			Buckets:   []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
 		}, []string{"outcome"}),
 		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "pod_denials_total",
-			Help:      "Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant, TooLarge; Rewrite for a profile rewrite error). One pod may count under several reasons.",
+			Help:      "Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant, TooLarge; Rewrite for a profile rewrite error; ResizeBeyondGrant for an in-place resize refused). One pod may count under several reasons.",
 		}, []string{"reason"}),
 		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kube_reclaim",
@@ -125,8 +145,25 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name:      "errors_total",
 			Help:      "Problems met while answering reviews, by kind. A node review is answered allowed without a patch (or with HTTP 400/413 when the body is not an AdmissionReview or too large), except invalid-oversell-* which only disable oversell on that node; a pod review is denied (fail closed).",
 		}, []string{"kind"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Namespace: "kube_reclaim",
+			Subsystem: "webhook",
+			Name:      "in_flight_reviews",
+			Help:      "Reviews being read, decoded or answered now, nodes and pods together; at most --max-in-flight.",
+		}),
+		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kube_reclaim",
+			Subsystem: "webhook",
+			Name:      "in_flight_waits_total",
+			Help:      "Reviews that found all --max-in-flight slots taken, by route (nodes, pods) and result: served (a slot freed within half the call's timeout) or timed-out (node reviews allowed unchanged, pod reviews refused with 429).",
+		}, []string{"route", "result"}),
 	}
-	reg.MustRegister(m.duration, m.podDuration, m.patches, m.stale, m.clamped, m.errors, m.denials)
+	reg.MustRegister(m.duration, m.podDuration, m.patches, m.stale, m.clamped, m.errors, m.denials, m.inFlight, m.waits)
+	for _, route := range []string{RouteNodes, RoutePods} {
+		for _, result := range []string{WaitServed, WaitTimedOut} {
+			m.waits.WithLabelValues(route, result)
+		}
+	}
 	m.nodes = newDurations(m.duration, false)
 	m.pods = newDurations(m.podDuration, true)
 	m.patchReclaimed = m.patches.WithLabelValues(PatchReclaimed)
@@ -135,7 +172,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.patches.WithLabelValues(k)
 	}
 	for _, r := range []string{string(enforcement.ReasonRequestNotLimit), string(enforcement.ReasonNegative),
-		string(enforcement.ReasonNoMemoryGrant), string(enforcement.ReasonNoCPUGrant), string(enforcement.ReasonTooLarge), DenialRewrite} {
+		string(enforcement.ReasonNoMemoryGrant), string(enforcement.ReasonNoCPUGrant), string(enforcement.ReasonTooLarge), DenialRewrite, DenialResize} {
 		m.denials.WithLabelValues(r)
 	}
 	for _, r := range []string{ResourceCPU, ResourceMemory} {
@@ -156,6 +193,8 @@ func (d *durations) observe(outcome string, seconds float64) {
 		d.unchanged.Observe(seconds)
 	case OutcomeSkipped:
 		d.skipped.Observe(seconds)
+	case OutcomeBusy:
+		d.busy.Observe(seconds)
 	case OutcomeDenied:
 		if d.denied != nil {
 			d.denied.Observe(seconds)

@@ -1,6 +1,7 @@
 package webhook
 
 import (
+	"hash/maphash"
 	"strconv"
 	"sync"
 	"time"
@@ -46,11 +47,49 @@ type nodeMutator struct {
 	now        func() time.Time
 	escaped    map[string]string // JSON Pointer escapes of the keys patched
 
-	invalidMu     sync.Mutex
-	invalidLogged map[string]string // node/key -> value last logged as invalid
+	// oversell false ignores every oversell ratio (--oversell=false): nodes
+	// that carry a record get their raw allocatable back.
+	oversell bool
 
-	judgeMu sync.RWMutex
-	judged  map[string]judgeEntry // node name -> last annotation seen
+	invalidMu     sync.Mutex
+	invalidLogged map[uint64]uint64 // hash of node, place and key -> hash of the value last logged
+
+	judgeMu     sync.RWMutex
+	judgeSeed   maphash.Seed
+	judged      map[string]judgeEntry // node name -> last annotation seen
+	judgedBytes int                   // approximate bytes held by judged
+}
+
+// maxLogged bounds invalidLogged; past it, it starts over and each problem
+// is logged once more. Entries are two hashes, so the bound holds whatever
+// the names and values a forged review carries.
+const maxLogged = 1 << 14
+
+// logOnce reports whether the problem (node, place, key) with this value
+// has not been logged yet with the same value, and remembers it.
+func (h *nodeMutator) logOnce(node, place, key, value string) bool {
+	id := maphash.Comparable(h.judgeSeed, [3]string{node, place, key})
+	v := maphash.String(h.judgeSeed, value)
+	h.invalidMu.Lock()
+	defer h.invalidMu.Unlock()
+	if last, seen := h.invalidLogged[id]; seen && last == v {
+		return false
+	}
+	if len(h.invalidLogged) >= maxLogged {
+		h.invalidLogged = make(map[uint64]uint64)
+	}
+	h.invalidLogged[id] = v
+	return true
+}
+
+// maxLoggedValue bounds a node-written value repeated in a log line.
+const maxLoggedValue = 256
+
+func truncated(s string) string {
+	if len(s) <= maxLoggedValue {
+		return s
+	}
+	return s[:maxLoggedValue] + "...(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 func newNodeMutator(names reclaimable.Names, staleAfter time.Duration, alive func(time.Time) bool, m *metrics) *nodeMutator {
@@ -64,7 +103,9 @@ func newNodeMutator(names reclaimable.Names, staleAfter time.Duration, alive fun
 		metrics:       m,
 		now:           time.Now,
 		escaped:       map[string]string{},
-		invalidLogged: map[string]string{},
+		oversell:      true,
+		invalidLogged: map[uint64]uint64{},
+		judgeSeed:     maphash.MakeSeed(),
 		judged:        map[string]judgeEntry{},
 	}
 	for _, k := range []string{string(names.CPU), string(names.Memory), "cpu", "memory", OversellRecordAnnotation(names)} {
@@ -100,7 +141,7 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 	if !f.Fresh {
 		h.metrics.stale.WithLabelValues(f.Reason).Inc()
 		if logrus.IsLevelEnabled(logrus.DebugLevel) {
-			logrus.WithFields(logrus.Fields{"node": nodeName, "reason": f.Reason, "detail": f.Detail,
+			logrus.WithFields(logrus.Fields{"node": truncated(nodeName), "reason": f.Reason, "detail": f.Detail,
 				"heldCPU": f.Held.CPUMilli, "heldMemory": f.Held.MemoryBytes}).Debug("no room; injecting what reclaimed pods held")
 		}
 	}
@@ -113,7 +154,7 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 	// annotation says reclaimed pods held, so that kubelet, re-admitting
 	// every pod when it restarts, rejects none of them; see
 	// docs/design.md#two-numbers-per-node.
-	want := h.clamp(nodeName, f.Values.Max(f.Held), allocatable)
+	want := h.clamp(nodeName, f.Values.Max(f.Held), capacity, allocatable)
 	capP := mapPatch{path: "/status/capacity", current: capacity, escaped: h.escaped}
 	allocP := mapPatch{path: "/status/allocatable", current: allocatable, escaped: h.escaped}
 	cpu, mem := string(h.names.CPU), string(h.names.Memory)
@@ -128,7 +169,7 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 	}
 	reclaimedChanged := !capP.empty() || !allocP.empty()
 
-	ov := computeOversell(h.names, node.Metadata, node.Status)
+	ov := computeOversell(h.names, node.Metadata, node.Status, h.oversell)
 	annP := mapPatch{path: "/metadata/annotations", current: annotations, escaped: h.escaped}
 	if ov != nil {
 		h.reportOversellProblems(nodeName, ov)
@@ -183,44 +224,54 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 	return ops, nil
 }
 
-// clamp lowers a value above the node's native allocatable in the same
-// object to it. The annotation is only as trustworthy as whoever can write
-// the node: a bug, a hand edit or a node annotating itself must not create
-// capacity out of nothing. The incoming allocatable is what the writer sent
-// (kubelet's raw value, or the stored one for partial writers, inflated on an
-// oversold node). A native value that is absent or does not parse gives no
-// bound: nothing is known to compare with.
-func (h *nodeMutator) clamp(node string, v reclaimable.Resources, allocatable map[string]string) reclaimable.Resources {
-	if s, ok := allocatable["cpu"]; ok && v.CPUMilli > 0 {
-		if q, err := resource.ParseQuantity(s); err == nil && v.CPUMilli > q.MilliValue() {
-			h.reportClamp(node, ResourceCPU, v.CPUMilli, max(q.MilliValue(), 0))
-			v.CPUMilli = max(q.MilliValue(), 0)
-		}
+// clamp lowers a value above the node's native size in the same object to
+// it: min(allocatable, capacity) of cpu and memory. The annotation is only as
+// trustworthy as whoever can write the node: a bug, a hand edit or a node
+// annotating itself must not create capacity out of nothing. The incoming
+// object is what the writer sent (kubelet's raw allocatable, or the stored
+// one for partial writers, inflated on an oversold node), so capacity bounds
+// an allocatable the writer inflated. A value that is absent, does not parse
+// or is negative bounds at 0: the apiserver stores both for every node it
+// accepts, so only a writer hiding its size leaves one out.
+func (h *nodeMutator) clamp(node string, v reclaimable.Resources, capacity, allocatable map[string]string) reclaimable.Resources {
+	if limit := nativeBound(capacity, allocatable, "cpu", true); v.CPUMilli > limit {
+		h.reportClamp(node, ResourceCPU, v.CPUMilli, limit)
+		v.CPUMilli = limit
 	}
-	if s, ok := allocatable["memory"]; ok && v.MemoryBytes > 0 {
-		if q, err := resource.ParseQuantity(s); err == nil && v.MemoryBytes > q.Value() {
-			h.reportClamp(node, ResourceMemory, v.MemoryBytes, max(q.Value(), 0))
-			v.MemoryBytes = max(q.Value(), 0)
-		}
+	if limit := nativeBound(capacity, allocatable, "memory", false); v.MemoryBytes > limit {
+		h.reportClamp(node, ResourceMemory, v.MemoryBytes, limit)
+		v.MemoryBytes = limit
 	}
 	return v
+}
+
+// nativeBound is min(allocatable[key], capacity[key]) in millicores (milli)
+// or units, each absent, unparsable or negative value counting as 0.
+func nativeBound(capacity, allocatable map[string]string, key string, milli bool) int64 {
+	bound := func(m map[string]string) int64 {
+		s, ok := m[key]
+		if !ok {
+			return 0
+		}
+		q, err := resource.ParseQuantity(s)
+		if err != nil {
+			return 0
+		}
+		if milli {
+			return max(q.MilliValue(), 0)
+		}
+		return max(q.Value(), 0)
+	}
+	return min(bound(capacity), bound(allocatable))
 }
 
 // reportClamp counts every clamp and logs it once per node, resource and
 // pair of values, since the same annotation comes back on every heartbeat.
 func (h *nodeMutator) reportClamp(node, res string, annotated, native int64) {
 	h.metrics.clamped.WithLabelValues(res).Inc()
-	id := node + "\x00clamp\x00" + res
-	value := strconv.FormatInt(annotated, 10) + ">" + strconv.FormatInt(native, 10)
-	h.invalidMu.Lock()
-	last, seen := h.invalidLogged[id]
-	if !seen || last != value {
-		h.invalidLogged[id] = value
-	}
-	h.invalidMu.Unlock()
-	if !seen || last != value {
-		logrus.WithFields(logrus.Fields{"node": node, "resource": res, "value": annotated, "nativeAllocatable": native}).
-			Warn("reclaimed value above the node's native allocatable; clamped")
+	if h.logOnce(node, "clamp", res, strconv.FormatInt(annotated, 10)+">"+strconv.FormatInt(native, 10)) {
+		logrus.WithFields(logrus.Fields{"node": truncated(node), "resource": res, "value": annotated, "nativeBound": native}).
+			Warn("reclaimed value above the node's native size (min of allocatable and capacity); clamped")
 	}
 }
 
@@ -241,20 +292,13 @@ func quantityIs(m map[string]string, key string, want int64, wantStr string) boo
 func (h *nodeMutator) reportOversellProblems(node string, ov *oversellChange) {
 	if ov.badRecord != nil {
 		h.metrics.errors.WithLabelValues(ErrInvalidOversellRec).Inc()
-		logrus.WithError(ov.badRecord).WithFields(logrus.Fields{"node": node, "annotation": OversellRecordAnnotation(h.names)}).
+		logrus.WithError(ov.badRecord).WithFields(logrus.Fields{"node": truncated(node), "annotation": OversellRecordAnnotation(h.names)}).
 			Warn("oversell record annotation is not valid; treating the current allocatable as raw")
 	}
 	for _, inv := range ov.invalid {
 		h.metrics.errors.WithLabelValues(ErrInvalidOversellRatio).Inc()
-		id := node + "\x00" + inv.where + "\x00" + inv.key
-		h.invalidMu.Lock()
-		last, seen := h.invalidLogged[id]
-		if !seen || last != inv.value {
-			h.invalidLogged[id] = inv.value
-		}
-		h.invalidMu.Unlock()
-		if !seen || last != inv.value { // log once per node, place and value
-			logrus.WithError(inv.err).WithFields(logrus.Fields{"node": node, inv.where: inv.key, "value": inv.value}).
+		if h.logOnce(node, inv.where, inv.key, inv.value) { // log once per node, place and value
+			logrus.WithError(inv.err).WithFields(logrus.Fields{"node": truncated(node), inv.where: inv.key, "value": truncated(inv.value)}).
 				Warn("ignoring invalid oversell ratio")
 		}
 	}

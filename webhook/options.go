@@ -18,12 +18,14 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
 // Defaults of the webhook's flags.
 const (
 	DefaultListenAddress          = ":8443"
 	DefaultHealthAddress          = ":8081"
+	DefaultMetricsAddress         = ":9443" // the admission server has the usual :8443
 	DefaultTLSReloadInterval      = 5 * time.Second
 	DefaultCABundleResyncInterval = time.Minute
 	DefaultConfigReloadInterval   = 10 * time.Second
@@ -41,6 +43,9 @@ type Options struct {
 	TLSKeyFile        string
 	TLSReloadInterval time.Duration
 	MaxRequestBytes   int64
+	MaxInFlight       int
+	// Oversell honours the per-node oversell labels; false ignores them.
+	Oversell bool
 
 	leaderlease.Staleness
 
@@ -62,11 +67,13 @@ type Options struct {
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Common:                   cli.DefaultCommon(DefaultHealthAddress),
+		Common:                   cli.DefaultCommon(DefaultHealthAddress).WithMetricsAddress(DefaultMetricsAddress),
 		ListenAddress:            DefaultListenAddress,
 		TLSReloadInterval:        DefaultTLSReloadInterval,
 		Staleness:                leaderlease.DefaultStaleness(),
 		MaxRequestBytes:          DefaultMaxRequestBytes,
+		MaxInFlight:              DefaultMaxInFlight,
+		Oversell:                 true,
 		WebhookConfigurationName: DefaultConfigurationName,
 		ServiceName:              DefaultServiceName,
 		ServiceNamespace:         DefaultServiceNamespace,
@@ -85,6 +92,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.DurationVar(&o.TLSReloadInterval, "tls-reload-interval", o.TLSReloadInterval, "How often the certificate files are checked for changes.")
 	o.Staleness.AddFlags(fs, "the webhook injects 0")
 	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", o.MaxRequestBytes, fmt.Sprintf("Largest AdmissionReview body accepted; larger bodies get HTTP 413 (the apiserver then ignores the webhook for that write). At least %d.", MinMaxRequestBytes))
+	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "Reviews read and decoded at once (nodes and pods together); with --max-request-bytes it bounds the webhook's memory whatever is sent. A review that finds every slot taken waits up to half its call's timeout, then a node review is allowed unchanged (never refused) and a pod review is refused with 429. At least 1.")
+	fs.BoolVar(&o.Oversell, "oversell", o.Oversell, "Honour native oversell: a node labelled "+reclaimable.OversellLabelPrefix+"<domain>-oversell-cpu-ratio or -memory-ratio (a label NodeRestriction keeps kubelets from setting on their own Node) gets its native allocatable multiplied by the ratio. false ignores every ratio and restores the raw allocatable of nodes inflated before, on their next status write.")
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "Issue the serving certificate from a self-signed CA (ECDSA P-256) and keep the caBundle of --webhook-configuration-name patched with it. The CA is shared by every replica through --ca-secret-name, or without it lives in this process's memory (one replica only).")
 	fs.StringVar(&o.WebhookConfigurationName, "webhook-configuration-name", o.WebhookConfigurationName, "MutatingWebhookConfiguration whose caBundle --self-signed patches (every webhook entry).")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Service in front of the webhook; with --self-signed its DNS names go into the certificate. Empty: none.")
@@ -155,6 +164,9 @@ func (o *Options) Validate() error {
 	}
 	if o.ConfigFile != "" && o.ConfigReloadInterval <= 0 {
 		errs = append(errs, fmt.Errorf("--config-reload-interval must be positive, got %s", o.ConfigReloadInterval))
+	}
+	if o.MaxInFlight < 1 {
+		errs = append(errs, fmt.Errorf("--max-in-flight must be at least 1, got %d", o.MaxInFlight))
 	}
 	if o.MaxRequestBytes < MinMaxRequestBytes {
 		errs = append(errs, fmt.Errorf("--max-request-bytes must be at least %d, got %d", MinMaxRequestBytes, o.MaxRequestBytes))
@@ -237,6 +249,8 @@ func (o *Options) Run(ctx context.Context) error {
 
 	h := NewHandler(names, o.StaleAfter, tracker.Alive, reg)
 	h.MaxRequestBytes = o.MaxRequestBytes
+	h.SetMaxInFlight(o.MaxInFlight)
+	h.SetOversell(o.Oversell)
 	if o.ConfigFile != "" {
 		h.SetPodRewriter(startProfiles(ctx, client, names, file, reg, health))
 	} else {
@@ -248,10 +262,15 @@ func (o *Options) Run(ctx context.Context) error {
 		"address": o.ListenAddress, "domain": names.Domain, "staleAfter": o.StaleAfter,
 		"publisherLease": o.PublisherLeaseNamespace + "/" + o.PublisherLeaseName,
 		"config":         o.ConfigFile, "profiles": len(file.Config().Profiles),
+		"maxInFlight": o.MaxInFlight, "oversell": o.Oversell,
 	}).Info("starting webhook")
 
 	errc := make(chan error, 2)
-	go func() { errc <- health.Serve(ctx, o.HealthAddress) }()
+	endpoints, err := o.Endpoints(client)
+	if err != nil {
+		return err
+	}
+	go func() { errc <- health.Serve(ctx, endpoints) }()
 	go func() {
 		errc <- serving.ListenAndServe(ctx, serving.NewServer(o.ListenAddress, h), serving.TLSConfig(getCert))
 	}()

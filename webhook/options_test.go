@@ -21,6 +21,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	o.StaleAfter = 0
 	o.TLSReloadInterval = -time.Second
 	o.MaxRequestBytes = 100
+	o.MaxInFlight = 0
 	o.PublisherLeaseNamespace = ""
 	o.ConfigFile, o.ConfigReloadInterval = "/etc/kube-reclaim/policy.yaml", 0
 	err := o.Validate()
@@ -34,6 +35,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 		"--stale-after must be positive",
 		"--tls-reload-interval must be positive",
 		"--max-request-bytes must be at least 65536",
+		"--max-in-flight must be at least 1",
 		"--publisher-lease-namespace",
 		"--config-reload-interval must be positive",
 	} {
@@ -110,6 +112,7 @@ func TestFlags(t *testing.T) {
 		"--stale-after=3m", "--publisher-lease-namespace=ns", "--publisher-lease-name=", "--max-request-bytes=1048576",
 		"--self-signed", "--webhook-configuration-name=wh", "--service-name=svc", "--service-namespace=sns",
 		"--extra-sans=127.0.0.1,localhost", "--ca-bundle-resync-interval=30s", "--resource-domain=example.org", "--health-address=:9091",
+		"--max-in-flight=3", "--oversell=false",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +120,8 @@ func TestFlags(t *testing.T) {
 	if o.ListenAddress != "127.0.0.1:9443" || o.TLSCertFile != "/c" || o.TLSKeyFile != "/k" || o.TLSReloadInterval != 2*time.Second ||
 		o.StaleAfter != 3*time.Minute || o.PublisherLeaseNamespace != "ns" || o.PublisherLeaseName != "" || o.MaxRequestBytes != 1<<20 ||
 		!o.SelfSigned || o.WebhookConfigurationName != "wh" || o.ServiceName != "svc" || o.ServiceNamespace != "sns" ||
-		len(o.ExtraSANs) != 2 || o.CABundleResyncInterval != 30*time.Second || o.ResourceDomain != "example.org" || o.HealthAddress != ":9091" {
+		len(o.ExtraSANs) != 2 || o.CABundleResyncInterval != 30*time.Second || o.ResourceDomain != "example.org" || o.HealthAddress != ":9091" ||
+		o.MaxInFlight != 3 || o.Oversell {
 		t.Errorf("parsed options: %+v", o)
 	}
 }
@@ -126,7 +130,8 @@ func TestDefaults(t *testing.T) {
 	o := NewOptions()
 	if o.ListenAddress != ":8443" || o.HealthAddress != ":8081" || o.StaleAfter != 10*time.Minute ||
 		o.PublisherLeaseNamespace != "kube-reclaim" || o.PublisherLeaseName != "kube-reclaim-publisher" ||
-		o.MaxRequestBytes != 3<<20 || o.WebhookConfigurationName != "kube-reclaim-webhook" || o.SelfSigned {
+		o.MaxRequestBytes != 3<<20 || o.WebhookConfigurationName != "kube-reclaim-webhook" || o.SelfSigned ||
+		o.MaxInFlight != DefaultMaxInFlight || !o.Oversell {
 		t.Errorf("defaults: %+v", o)
 	}
 }

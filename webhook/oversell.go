@@ -13,13 +13,19 @@ import (
 
 // Native oversell (opt-in per node)
 //
-// A node labelled or annotated <domain>/oversell-cpu-ratio and/or
-// <domain>/oversell-memory-ratio (a decimal in (1, 10], for example "1.5")
-// gets its native status.allocatable cpu/memory multiplied by the ratio on
-// every status write, capped at status.capacity × ratio. When both a label and
-// an annotation are set, the annotation wins if it is valid; an invalid value
-// is ignored (logged once per node and value, counted in
+// A node labelled node-restriction.kubernetes.io/<domain>-oversell-cpu-ratio
+// and/or node-restriction.kubernetes.io/<domain>-oversell-memory-ratio
+// (Names.CPURatio, Names.MemoryRatio; a decimal in (1, 10], for example
+// "1.5") gets its native status.allocatable cpu/memory multiplied by the
+// ratio on every status write, capped at status.capacity × ratio. Only that
+// label counts: the NodeRestriction admission plugin keeps a kubelet from
+// setting labels under node-restriction.kubernetes.io/ on its own Node,
+// whereas it may set its other labels and any annotation, so a node could
+// otherwise opt itself in. An invalid value is ignored (logged once per node
+// and value, counted in
 // kube_reclaim_webhook_errors_total{kind="invalid-oversell-ratio"}).
+// --oversell=false ignores every ratio: nodes inflated before get their raw
+// allocatable back on their next status write.
 //
 // Writers and compounding. Every nodes/status write goes through the webhook,
 // but writers differ in what the incoming object carries:
@@ -101,7 +107,8 @@ var (
 // parseRatio accepts a plain decimal ("1.5", "2") in (1, 10].
 func parseRatio(s string) (*big.Rat, error) {
 	if s == "" || len(s) > 16 {
-		return nil, fmt.Errorf("%q is not a decimal ratio", s)
+		// Not quoted whole: a forged value may be any size.
+		return nil, fmt.Errorf("%q is not a decimal ratio", truncated(s))
 	}
 	dot := false
 	for i := 0; i < len(s); i++ {
@@ -160,12 +167,6 @@ func (o oversellResource) quantity(v int64) resource.Quantity {
 	return *resource.NewQuantity(v, o.format)
 }
 
-// ratioSource is one place a ratio may be given.
-type ratioSource struct {
-	where string // "annotation" or "label"
-	value string
-}
-
 // invalidRatio describes a ratio that was ignored.
 type invalidRatio struct {
 	key, where, value string
@@ -183,36 +184,34 @@ type oversellChange struct {
 	badRecord   error
 }
 
-// findRatio returns the ratio that applies for key: the annotation when valid,
-// else the label when valid, else nil.
-func findRatio(key string, labels, annotations map[string]string, invalid *[]invalidRatio) (*big.Rat, string) {
-	for _, src := range []ratioSource{{"annotation", annotations[key]}, {"label", labels[key]}} {
-		if src.value == "" {
-			continue
-		}
-		r, err := parseRatio(src.value)
-		if err != nil {
-			*invalid = append(*invalid, invalidRatio{key: key, where: src.where, value: src.value, err: err})
-			continue
-		}
-		return r, src.value
+// findRatio returns the ratio the label key gives, nil when it is absent,
+// empty or invalid.
+func findRatio(key string, labels map[string]string, invalid *[]invalidRatio) (*big.Rat, string) {
+	value := labels[key]
+	if value == "" {
+		return nil, ""
 	}
-	return nil, ""
+	r, err := parseRatio(value)
+	if err != nil {
+		*invalid = append(*invalid, invalidRatio{key: key, where: "label", value: value, err: err})
+		return nil, ""
+	}
+	return r, value
 }
 
 // computeOversell applies the rule described above to one node. It returns
-// nil when the node neither opts in nor carries a record.
-func computeOversell(names reclaimable.Names, meta *nodeMeta, status *nodeStatus) *oversellChange {
+// nil when the node neither opts in (or enabled is false) nor carries a
+// record.
+func computeOversell(names reclaimable.Names, meta *nodeMeta, status *nodeStatus, enabled bool) *oversellChange {
 	if meta == nil {
 		return nil
 	}
 	recKey := OversellRecordAnnotation(names)
 	recValue, hasRec := meta.Annotations[recKey]
 	_, cpuL := meta.Labels[names.CPURatio]
-	_, cpuA := meta.Annotations[names.CPURatio]
 	_, memL := meta.Labels[names.MemoryRatio]
-	_, memA := meta.Annotations[names.MemoryRatio]
-	if !hasRec && !cpuL && !cpuA && !memL && !memA {
+	optsIn := enabled && (cpuL || memL)
+	if !hasRec && !optsIn {
 		return nil
 	}
 	ch := &oversellChange{}
@@ -229,8 +228,12 @@ func computeOversell(names reclaimable.Names, meta *nodeMeta, status *nodeStatus
 		capacity, allocatable = status.Capacity, status.Allocatable
 	}
 	var next OversellRecord
-	cpuRatio, cpuRatioStr := findRatio(names.CPURatio, meta.Labels, meta.Annotations, &ch.invalid)
-	memRatio, memRatioStr := findRatio(names.MemoryRatio, meta.Labels, meta.Annotations, &ch.invalid)
+	var cpuRatio, memRatio *big.Rat
+	var cpuRatioStr, memRatioStr string
+	if enabled {
+		cpuRatio, cpuRatioStr = findRatio(names.CPURatio, meta.Labels, &ch.invalid)
+		memRatio, memRatioStr = findRatio(names.MemoryRatio, meta.Labels, &ch.invalid)
+	}
 	next.CPU = ch.one(oversellCPU, rec.CPU, cpuRatio, cpuRatioStr, capacity, allocatable)
 	next.Memory = ch.one(oversellMemory, rec.Memory, memRatio, memRatioStr, capacity, allocatable)
 

@@ -11,8 +11,8 @@ import (
 )
 
 const (
-	cpuRatioKey = "kube-reclaim.io/oversell-cpu-ratio"
-	memRatioKey = "kube-reclaim.io/oversell-memory-ratio"
+	cpuRatioKey = "node-restriction.kubernetes.io/kube-reclaim.io-oversell-cpu-ratio"
+	memRatioKey = "node-restriction.kubernetes.io/kube-reclaim.io-oversell-memory-ratio"
 	recordKey   = "kube-reclaim.io/oversell-raw"
 )
 
@@ -127,8 +127,8 @@ func TestOversellMultipliesRawAllocatable(t *testing.T) {
 	}
 }
 
-func TestOversellMemoryByAnnotation(t *testing.T) {
-	s := newAPIServer(t, newNode("n1").setAnnotation(memRatioKey, "1.25"))
+func TestOversellMemoryByLabel(t *testing.T) {
+	s := newAPIServer(t, newNode("n1").setLabel(memRatioKey, "1.25"))
 	s.statusWrite(heartbeat)
 	// 15Gi × 1.25 = 18.75Gi = 19200Mi
 	s.expectAllocatable("3800m", "19200Mi")
@@ -218,12 +218,12 @@ func TestRemovingTheRatioRestoresRaw(t *testing.T) {
 		{"on a publisher patch", publisher},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newAPIServer(t, newNode("n1").setLabel(cpuRatioKey, "1.5").setAnnotation(memRatioKey, "2"))
+			s := newAPIServer(t, newNode("n1").setLabel(cpuRatioKey, "1.5").setLabel(memRatioKey, "2"))
 			s.statusWrite(heartbeat)
 			s.expectAllocatable("5700m", "30Gi")
 			s.nodeWrite(func(n node) {
 				delete(n.meta()["labels"].(map[string]any), cpuRatioKey)
-				delete(n.meta()["annotations"].(map[string]any), memRatioKey)
+				delete(n.meta()["labels"].(map[string]any), memRatioKey)
 			})
 			s.statusWrite(c.writer)
 			s.expectAllocatable("3800m", "15Gi")
@@ -258,16 +258,55 @@ func TestChangingTheRatioStartsFromRaw(t *testing.T) {
 	s.expectAllocatable("7600m", "15Gi")
 }
 
-func TestAnnotationRatioOverridesLabel(t *testing.T) {
-	s := newAPIServer(t, newNode("n1").setLabel(cpuRatioKey, "2").setAnnotation(cpuRatioKey, "1.5"))
+// A kubelet may set any annotation and any label outside
+// node-restriction.kubernetes.io/ on its own Node: none of those opts a node
+// in, whatever its value. The label an administrator sets does (control).
+func TestOnlyTheNodeRestrictionLabelOptsANodeIn(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		node    node
+		wantCPU string
+	}{
+		{"the node-restriction label", newNode("n1").setLabel(cpuRatioKey, "1.5"), "5700m"},
+		{"the same key as an annotation", newNode("n1").setAnnotation(cpuRatioKey, "1.5"), "3800m"},
+		{"the former domain label", newNode("n1").setLabel("kube-reclaim.io/oversell-cpu-ratio", "1.5"), "3800m"},
+		{"the former domain annotation", newNode("n1").setAnnotation("kube-reclaim.io/oversell-cpu-ratio", "1.5"), "3800m"},
+		{"an annotation beside a valid label does not override it",
+			newNode("n1").setLabel(cpuRatioKey, "1.5").setAnnotation(cpuRatioKey, "10"), "5700m"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newAPIServer(t, c.node)
+			s.statusWrite(heartbeat)
+			s.expectAllocatable(c.wantCPU, "15Gi")
+		})
+	}
+}
+
+// --oversell=false: no label opts a node in, and a node inflated before gets
+// its raw allocatable back on its next status write.
+func TestOversellOffIgnoresRatiosAndRestoresRaw(t *testing.T) {
+	s := newAPIServer(t, newNode("n1").setLabel(cpuRatioKey, "1.5").setLabel(memRatioKey, "2"))
 	s.statusWrite(heartbeat)
-	s.expectAllocatable("5700m", "15Gi")
+	s.expectAllocatable("5700m", "30Gi") // control: on, it inflates
+	s.th.SetOversell(false)
+	s.statusWrite(heartbeat)
+	s.expectAllocatable("3800m", "15Gi")
+	if rec, ok := s.record(); ok {
+		t.Errorf("record still present: %+v", rec)
+	}
+	fresh := newAPIServer(t, newNode("n2").setLabel(cpuRatioKey, "abc"))
+	fresh.th.SetOversell(false)
+	fresh.statusWrite(heartbeat)
+	fresh.expectAllocatable("3800m", "15Gi")
+	if got := fresh.th.counter(t, "kube_reclaim_webhook_errors_total", "kind", ErrInvalidOversellRatio); got != 0 {
+		t.Errorf("a ratio was judged with oversell off: errors{kind=invalid-oversell-ratio} = %v", got)
+	}
 }
 
 func TestInvalidRatioIsIgnored(t *testing.T) {
 	for _, v := range []string{"abc", "1", "0.5", "10.5", "11", "-2", "1.5x", "1.", ".5", "1e1", "3/2", ""} {
 		t.Run(v, func(t *testing.T) {
-			s := newAPIServer(t, newNode("n1").setAnnotation(cpuRatioKey, v).setAnnotation(annKey, annotationValue(1, 1, testNow.Add(-time.Minute))))
+			s := newAPIServer(t, newNode("n1").setLabel(cpuRatioKey, v).setAnnotation(annKey, annotationValue(1, 1, testNow.Add(-time.Minute))))
 			s.statusWrite(heartbeat)
 			s.expectAllocatable("3800m", "15Gi")
 			if _, ok := s.record(); ok {
@@ -282,12 +321,6 @@ func TestInvalidRatioIsIgnored(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestInvalidAnnotationRatioFallsBackToLabel(t *testing.T) {
-	s := newAPIServer(t, newNode("n1").setLabel(cpuRatioKey, "1.5").setAnnotation(cpuRatioKey, "lots"))
-	s.statusWrite(heartbeat)
-	s.expectAllocatable("5700m", "15Gi")
 }
 
 func TestDeletedRecordIsBoundedByTheCap(t *testing.T) {

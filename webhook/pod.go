@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"strconv"
+	"strings"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -19,6 +20,10 @@ const PodPath = "/mutate-pod"
 
 // DenialRewrite labels denials for a PodRewriter error.
 const DenialRewrite = "Rewrite"
+
+// DenialResize labels denials of an in-place resize (pods/resize) that takes
+// a reclaimed container outside its grant.
+const DenialResize = "ResizeBeyondGrant"
 
 // PodRewriter changes a pod before it is enforced, for example to turn the
 // native requests of a pod that opted in into reclaimed requests. It is
@@ -45,12 +50,20 @@ type podMutator struct {
 	rewriter PodRewriter
 }
 
+// handles reports whether the review is a pod CREATE (enforced) or an
+// in-place resize (UPDATE pods/resize, checked).
 func (m *podMutator) handles(req *admissionRequest[corev1.Pod]) bool {
-	return req.Resource.Group == "" && req.Resource.Resource == "pods" && req.SubResource == "" &&
-		req.Operation == admissionv1.Create
+	if req.Resource.Group != "" || req.Resource.Resource != "pods" {
+		return false
+	}
+	return (req.Operation == admissionv1.Create && req.SubResource == "") ||
+		(req.Operation == admissionv1.Update && req.SubResource == "resize")
 }
 
 func (m *podMutator) mutate(req *admissionRequest[corev1.Pod]) ([]patchOp, error) {
+	if req.Operation == admissionv1.Update {
+		return nil, m.checkResize(req.Object)
+	}
 	orig := req.Object
 	pod := orig.DeepCopy()
 	if m.rewriter != nil {
@@ -136,4 +149,36 @@ func rewroteOnlyPatchedFields(orig, pod *corev1.Pod) error {
 		return &unprocessedError{kind: ErrRewriteUnpatched, err: fmt.Errorf("the pod rewriter changed fields the pod webhook does not patch (only labels, annotations, schedulerName, priorityClassName, priority, preemptionPolicy and container resources are)")}
 	}
 	return nil
+}
+
+// checkResize refuses an in-place resize that takes a reclaimed container
+// outside its grant, and allows any other unchanged. The pod was enforced
+// when it was created, and kubelet applies a resize to the running
+// containers, so a resize raising a native limit above native request +
+// reclaimed amount would hand the pod capacity it was never granted; the
+// reclaimed amounts themselves cannot be resized (only cpu and memory can).
+// The resized pod must pass the same check a stored reclaimed pod does
+// (enforcement.Enforced): every native limit within its grant, every native
+// request explicit. A resize is not rewritten to fit: the user asked for
+// those values, and silently storing others would be worse than a refusal
+// that says what fits.
+func (m *podMutator) checkResize(pod *corev1.Pod) error {
+	err := enforcement.Enforced(&pod.Spec, m.names)
+	if err == nil {
+		return nil
+	}
+	var e *enforcement.Error
+	if !errors.As(err, &e) {
+		return err
+	}
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		// Enforced's advice is for a pod created around the webhook; here
+		// the fix is a resize within the grant.
+		msg, _, _ := strings.Cut(p.Message, "; create it through")
+		p.Message = msg
+		parts[i] = p.String()
+	}
+	return &denial{reasons: []string{DenialResize}, message: "kube-reclaim refuses this resize: a container that uses reclaimed resources must keep " +
+		"each native limit within its grant (native request + reclaimed amount) and its native requests explicit: " + strings.Join(parts, "; ")}
 }

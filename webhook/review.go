@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"runtime/debug"
 	"strconv"
@@ -97,6 +98,11 @@ type reviewServer[O any, P reviewObject[O]] struct {
 	// cannot process: for pods, allowing would let a reclaimed pod run
 	// without the limits the mutation exists to set.
 	failClosed bool
+	// route labels the in-flight waits ("nodes" or "pods").
+	route string
+	// timeout is the route's timeoutSeconds, used when the request does not
+	// say how long the apiserver waits.
+	timeout time.Duration
 }
 
 // denial is a mutator's refusal of the object: the review is answered
@@ -148,7 +154,66 @@ func (s *reviewServer[O, P]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		s.durations.observe(outcome, time.Since(start).Seconds())
 	}()
+	if s.h.tooLarge(w, r) {
+		return
+	}
+	// Every review waits for an in-flight slot before its body is read: the
+	// slots bound the bodies and decoded objects held at once, hence the
+	// webhook's memory, whatever is sent. A review waits at most half the
+	// time the apiserver gives the call (and never past the request's
+	// context), leaving the other half to read, decode and answer.
+	timeout := reviewTimeout(r, s.timeout)
+	ok, waited := s.h.inflight.acquire(r, timeout/2)
+	if waited {
+		s.h.metrics.waited(s.route, ok)
+	}
+	if !ok {
+		s.busy(w, r, &st)
+		outcome = OutcomeBusy
+		return
+	}
+	defer s.h.inflight.release()
+	s.h.metrics.inFlight.Inc()
+	defer s.h.metrics.inFlight.Dec()
+	// A body that trickles in must not hold its slot past the time the
+	// apiserver waits for the answer. Not every ResponseWriter supports
+	// deadlines (httptest's does not); the server's ReadTimeout still holds.
+	_ = http.NewResponseController(w).SetReadDeadline(start.Add(timeout))
 	outcome = s.review(w, r, &st)
+}
+
+// busy answers a review that found no in-flight slot in time, from the
+// apiVersion and UID at the start of its body.
+//
+// A node review is allowed unchanged, never refused: the node path must
+// never block a node status write, and it cannot be mutated either, since
+// mutating means reading and decoding the whole object, which is exactly
+// what the slots bound. Nothing is lost but freshness: the reclaimed values
+// stored on the node survive writes that do not touch them (kubelet's and
+// kwok's status patches), and the next status write is mutated.
+//
+// A pod review is refused with 429, like every pod review the webhook
+// cannot process: admitting it would let a reclaimed pod run without its
+// limits, and the client may retry.
+func (s *reviewServer[O, P]) busy(w http.ResponseWriter, r *http.Request, st *reviewState) {
+	prefix := make([]byte, peekBytes)
+	n, _ := io.ReadFull(r.Body, prefix)
+	apiVersion, uid := peekEnvelope(prefix[:n])
+	if apiVersion == admissionV1 || apiVersion == admissionV1beta1 {
+		st.apiVersion = apiVersion
+	}
+	st.uid = uid
+	msg := fmt.Sprintf("kube-reclaim webhook: all %d in-flight slots stayed busy", cap(s.h.inflight.slots))
+	if !s.failClosed {
+		logrus.WithFields(logrus.Fields{"uid": uid, "route": s.route}).Warn(msg + "; allowing the node review unchanged")
+		s.h.answer(w, st, nil)
+		return
+	}
+	logrus.WithFields(logrus.Fields{"uid": uid, "route": s.route}).Warn(msg + "; refusing the pod")
+	s.h.respond(w, st, &admissionv1.AdmissionResponse{UID: uid, Result: &metav1.Status{
+		Status: metav1.StatusFailure, Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests,
+		Message: msg + "; the " + strings.ToLower(s.gk.Kind) + " is refused rather than admitted without the limits the webhook sets: retry",
+	}})
 }
 
 func (s *reviewServer[O, P]) review(w http.ResponseWriter, r *http.Request, st *reviewState) string {
@@ -174,7 +239,7 @@ func (s *reviewServer[O, P]) review(w http.ResponseWriter, r *http.Request, st *
 		s.h.fail(w, ErrNoRequest, http.StatusBadRequest, "AdmissionReview has no request", nil)
 		return OutcomeError
 	}
-	st.uid, st.name = req.UID, req.Name
+	st.uid, st.name = req.UID, truncated(req.Name)
 	if !s.mutator.handles(req) {
 		s.h.answer(w, st, nil)
 		return OutcomeSkipped
@@ -241,7 +306,7 @@ func (s *reviewServer[O, P]) malformed(w http.ResponseWriter, body []byte, decod
 	}
 	st.apiVersion = env.APIVersion
 	if env.Request != nil {
-		st.uid, st.name = env.Request.UID, env.Request.Name
+		st.uid, st.name = env.Request.UID, truncated(env.Request.Name)
 	}
 	if envErr == nil && env.Request != nil && !s.mutator.handles(retype[O](env.Request)) {
 		s.h.answer(w, st, nil)
@@ -282,6 +347,29 @@ func isAdmissionReview(apiVersion, kind string) bool {
 	return kind == "AdmissionReview" && (apiVersion == admissionV1 || apiVersion == admissionV1beta1)
 }
 
+// maxPooledBuffer bounds the buffers kept for the next request: enough for
+// a real node review, so that no request-sized buffer outlives a large
+// request.
+const maxPooledBuffer = 128 << 10
+
+func (h *Handler) maxRequestBytes() int64 {
+	if h.MaxRequestBytes <= 0 {
+		return DefaultMaxRequestBytes
+	}
+	return h.MaxRequestBytes
+}
+
+// tooLarge answers 413 for a body that announces more than the limit,
+// before it waits for a slot or reads anything.
+func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request) bool {
+	if limit := h.maxRequestBytes(); r.ContentLength > limit {
+		h.fail(w, ErrBodyTooLarge, http.StatusRequestEntityTooLarge,
+			fmt.Sprintf("request body of %d bytes is larger than %d bytes (--max-request-bytes)", r.ContentLength, limit), nil)
+		return true
+	}
+	return false
+}
+
 // readBody reads the request body into a pooled buffer, answering 413 or
 // 400 itself when it cannot (ok false). release returns the buffer; the body
 // must not be used after it.
@@ -289,14 +377,11 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte,
 	buf := h.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	release = func() {
-		if buf.Cap() <= 1<<20 { // do not pin huge buffers
+		if buf.Cap() <= maxPooledBuffer {
 			h.bufs.Put(buf)
 		}
 	}
-	limit := h.MaxRequestBytes
-	if limit <= 0 {
-		limit = DefaultMaxRequestBytes
-	}
+	limit := h.maxRequestBytes()
 	if r.ContentLength > 0 && r.ContentLength <= limit {
 		buf.Grow(int(r.ContentLength) + bytes.MinRead)
 	}

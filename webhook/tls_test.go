@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/internal/serving/servingtest"
 )
 
 // writeCertPair writes a self-signed certificate for 127.0.0.1 with the
@@ -223,7 +224,8 @@ func TestRunServesTheWebhookAndHealth(t *testing.T) {
 	o := NewOptions()
 	o.TLSCertFile, o.TLSKeyFile = certFile, keyFile
 	o.PublisherLeaseName = "" // no cluster needed
-	o.ListenAddress, o.HealthAddress = freeAddr(t), freeAddr(t)
+	o.ListenAddress, o.HealthAddress, o.MetricsAddress = freeAddr(t), freeAddr(t), freeAddr(t)
+	o.Kubeconfig = servingtest.NewReviewAPI(t).Kubeconfig // reviews the metrics scraper
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
 	}
@@ -256,18 +258,13 @@ func TestRunServesTheWebhookAndHealth(t *testing.T) {
 	if res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"allowed":true`)) {
 		t.Fatalf("answer %d %s", res.StatusCode, body)
 	}
-	res, err = http.Get("http://" + o.HealthAddress + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	metrics, _ := io.ReadAll(res.Body)
-	res.Body.Close()
+	_, metrics := servingtest.Get(t, "https://"+o.MetricsAddress+"/metrics", servingtest.AllowedToken)
 	for _, name := range []string{
 		`kube_reclaim_webhook_review_duration_seconds_count{outcome="patched"} 1`,
 		`kube_reclaim_webhook_stale_injections_total{reason="annotation-missing"} 1`,
 		`kube_reclaim_webhook_http_request_duration_seconds_count{code="200",route="/mutate-node-status"} 1`,
 	} {
-		if !bytes.Contains(metrics, []byte(name)) {
+		if !strings.Contains(metrics, name) {
 			t.Errorf("/metrics lacks %s", name)
 		}
 	}

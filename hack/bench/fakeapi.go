@@ -264,6 +264,16 @@ func (f *fakeAPI) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && path == "/apis/metrics.k8s.io/v1beta1/pods":
 		_, p := f.metrics(wantProto)
 		write(w, contentType(wantProto), p)
+	case r.Method == http.MethodPost && path == "/apis/authentication.k8s.io/v1/tokenreviews":
+		// The roles' metrics servers review the benchmark's scrapes: any
+		// token is the benchmark's.
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"kind":"TokenReview","apiVersion":"authentication.k8s.io/v1","status":{"authenticated":true,"user":{"username":"bench"}}}`))
+	case r.Method == http.MethodPost && path == "/apis/authorization.k8s.io/v1/subjectaccessreviews":
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusCreated)
+		_, _ = w.Write([]byte(`{"kind":"SubjectAccessReview","apiVersion":"authorization.k8s.io/v1","status":{"allowed":true}}`))
 	case strings.Contains(path, "/events"):
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusCreated)

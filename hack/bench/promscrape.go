@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -9,23 +10,24 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
 
-// scrape reads the Prometheus text exposition served at url.
-func scrape(ctx context.Context, url string) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// metricsTarget is a role's /metrics (HTTPS) and a bearer token allowed to
+// read it.
+type metricsTarget struct{ url, token string }
+
+// scrape reads the Prometheus text exposition served at t.
+func scrape(ctx context.Context, t metricsTarget) (map[string]*dto.MetricFamily, error) {
+	code, body, err := stack.GetHTTPS(ctx, t.url, t.token)
 	if err != nil {
 		return nil, err
 	}
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
+	if code != http.StatusOK {
+		return nil, fmt.Errorf("%s: HTTP %d: %s", t.url, code, body)
 	}
-	defer res.Body.Close()
-	if res.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s: %s", url, res.Status)
-	}
-	return parseExposition(res.Body)
+	return parseExposition(bytes.NewReader(body))
 }
 
 func parseExposition(r io.Reader) (map[string]*dto.MetricFamily, error) {

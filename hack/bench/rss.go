@@ -54,13 +54,14 @@ func fullHistory() time.Duration {
 	return policyinput.HistoryAge(policy.Default(), reclaimable.DefaultMetricsStaleAfter)
 }
 
-// benchRole is a kube-reclaim role to start, with the port of its health
-// server and the environment deploy/ gives it.
+// benchRole is a kube-reclaim role to start, with the ports of its health
+// and metrics servers and the environment deploy/ gives it.
 type benchRole struct {
-	role   string
-	health int
-	args   []string
-	env    []string
+	role    string
+	health  int
+	args    []string
+	env     []string
+	metrics int
 }
 
 // deployedRoles writes deploy/default's policy into dir and returns the
@@ -77,19 +78,21 @@ func deployedRoles(dir, kubeconfig string, publisherExtra ...string) ([]benchRol
 	if err := os.WriteFile(policyFile, []byte(dep.Policy), 0o644); err != nil {
 		return nil, err
 	}
-	ports := make([]int, 3)
+	ports := make([]int, 5)
 	for i := range ports {
 		if ports[i], err = cluster.FreePort(); err != nil {
 			return nil, err
 		}
 	}
-	pubHealth, extHealth, extListen := ports[0], ports[1], ports[2]
+	pubHealth, extHealth, extListen, pubMetrics, extMetrics := ports[0], ports[1], ports[2], ports[3], ports[4]
 	pub := append(append([]string{stack.Publisher, "--kubeconfig=" + kubeconfig}, dep.Args[stack.Publisher]...),
-		"--config="+policyFile, fmt.Sprintf("--health-address=127.0.0.1:%d", pubHealth), "--leader-elect=false")
+		"--config="+policyFile, fmt.Sprintf("--health-address=127.0.0.1:%d", pubHealth), "--leader-elect=false",
+		fmt.Sprintf("--metrics-address=127.0.0.1:%d", pubMetrics))
 	ext := append(append([]string{stack.Extender, "--kubeconfig=" + kubeconfig}, dep.Args[stack.Extender]...),
-		fmt.Sprintf("--listen-address=127.0.0.1:%d", extListen), fmt.Sprintf("--health-address=127.0.0.1:%d", extHealth), "--publisher-lease-name=")
-	return []benchRole{{stack.Publisher, pubHealth, append(pub, publisherExtra...), dep.Env[stack.Publisher]},
-		{stack.Extender, extHealth, ext, dep.Env[stack.Extender]}}, nil
+		fmt.Sprintf("--listen-address=127.0.0.1:%d", extListen), fmt.Sprintf("--health-address=127.0.0.1:%d", extHealth), "--publisher-lease-name=",
+		fmt.Sprintf("--metrics-address=127.0.0.1:%d", extMetrics))
+	return []benchRole{{stack.Publisher, pubHealth, append(pub, publisherExtra...), dep.Env[stack.Publisher], pubMetrics},
+		{stack.Extender, extHealth, ext, dep.Env[stack.Extender], extMetrics}}, nil
 }
 
 // procStats is what /proc says about one process.
@@ -226,7 +229,8 @@ func runRSS(ctx context.Context, cfg rssConfig, out io.Writer) (*rssResult, erro
 			logOffsets[i] = st.Size()
 		}
 	}
-	pubMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", roles[0].health)
+	// The fake API authenticates and authorizes any token.
+	pubMetrics := metricsTarget{url: fmt.Sprintf("https://127.0.0.1:%d/metrics", roles[0].metrics), token: "bench"}
 	cycles0, writes0, _ := publisherCounters(ctx, pubMetrics)
 	cpu0 := make([]time.Duration, len(procs))
 	for i, p := range procs {
@@ -376,8 +380,8 @@ func readProcStats(pid int) (procStats, error) {
 
 // publisherCounters reads the publisher's cycle count and write count from
 // its /metrics.
-func publisherCounters(ctx context.Context, url string) (cycles, writes float64, err error) {
-	families, err := scrape(ctx, url)
+func publisherCounters(ctx context.Context, target metricsTarget) (cycles, writes float64, err error) {
+	families, err := scrape(ctx, target)
 	if err != nil {
 		return 0, 0, err
 	}

@@ -166,7 +166,7 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 		}
 		step("%s ready: RSS %.0f MiB, peak %.0f MiB", r.role, mib(s.RSSMB), mib(s.PeakMB))
 	}
-	pubMetrics := fmt.Sprintf("http://127.0.0.1:%d/metrics", roles[0].health)
+	pubMetrics := metricsTarget{url: fmt.Sprintf("https://127.0.0.1:%d/metrics", roles[0].metrics), token: stack.AdminToken(c)}
 	cycles0, writes0, err := publisherCounters(ctx, pubMetrics)
 	if err != nil {
 		return nil, err

@@ -165,6 +165,10 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	metricsPort, err := cluster.FreePort()
+	if err != nil {
+		return nil, err
+	}
 	extCfg, err := extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", extPort), reclaimable.DefaultDomain)
 	if err != nil {
 		return nil, err
@@ -213,6 +217,7 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	}
 	args := append([]string{stack.Extender, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[stack.Extender]...)
 	args = append(args, fmt.Sprintf("--listen-address=127.0.0.1:%d", extPort), fmt.Sprintf("--health-address=127.0.0.1:%d", healthPort),
+		fmt.Sprintf("--metrics-address=127.0.0.1:%d", metricsPort),
 		// No publisher runs: the annotation's write time alone bounds staleness.
 		"--publisher-lease-name=",
 		fmt.Sprintf("--kube-api-qps=%d", cfg.extenderQPS), fmt.Sprintf("--kube-api-burst=%d", 2*cfg.extenderQPS))
@@ -253,7 +258,7 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	if cfg.reclaimedFirst {
 		order = []bool{true, false}
 	}
-	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", healthPort)
+	metricsURL := metricsTarget{url: fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort), token: stack.AdminToken(c)}
 	idleFrom, idleStart := b.processCPU(), time.Now()
 	select {
 	case <-ctx.Done():

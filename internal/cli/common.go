@@ -8,9 +8,11 @@ import (
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -19,25 +21,44 @@ type Common struct {
 	Kubeconfig     string
 	ResourceDomain string
 	HealthAddress  string
-	LogLevel       string
-	LogFormat      string
+	// MetricsAddress serves /metrics over HTTPS to callers the API server
+	// authenticates and authorizes; empty turns it off.
+	MetricsAddress     string
+	MetricsTLSCertFile string
+	MetricsTLSKeyFile  string
+	LogLevel           string
+	LogFormat          string
 	// QPS and Burst of the API client; the defaults of client-go (5/10) are far
 	// too low for a 5000-node cluster.
 	QPS   float32
 	Burst int
 }
 
+// DefaultMetricsAddress is where /metrics is served by default, the port of
+// kube-scheduler's and controller-runtime's secure metrics.
+const DefaultMetricsAddress = ":8443"
+
 // DefaultCommon returns the defaults for a role whose health server listens on healthAddr.
 func DefaultCommon(healthAddr string) Common {
-	return Common{ResourceDomain: reclaimable.DefaultDomain, HealthAddress: healthAddr,
+	return Common{ResourceDomain: reclaimable.DefaultDomain, HealthAddress: healthAddr, MetricsAddress: DefaultMetricsAddress,
 		LogLevel: "info", LogFormat: "text", QPS: 50, Burst: 100}
+}
+
+// WithMetricsAddress returns c with another default --metrics-address, for a
+// role whose own server has DefaultMetricsAddress's port.
+func (c Common) WithMetricsAddress(addr string) Common {
+	c.MetricsAddress = addr
+	return c
 }
 
 // AddFlags registers the common flags.
 func (c *Common) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path to a kubeconfig file; in-cluster configuration when empty.")
 	fs.StringVar(&c.ResourceDomain, "resource-domain", c.ResourceDomain, "Domain of the extended resources and annotations (<domain>/reclaimed-cpu, <domain>/reclaimable). Must be the same for every role.")
-	fs.StringVar(&c.HealthAddress, "health-address", c.HealthAddress, "Address serving /healthz, /readyz and /metrics over plain HTTP.")
+	fs.StringVar(&c.HealthAddress, "health-address", c.HealthAddress, "Address serving the probes /healthz and /readyz over plain HTTP.")
+	fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "Address serving /metrics over HTTPS to callers the API server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview); empty turns it off.")
+	fs.StringVar(&c.MetricsTLSCertFile, "metrics-tls-cert-file", c.MetricsTLSCertFile, "Certificate (PEM) of the metrics server, reloaded when it changes; a self-signed certificate generated at start when empty.")
+	fs.StringVar(&c.MetricsTLSKeyFile, "metrics-tls-private-key-file", c.MetricsTLSKeyFile, "Private key (PEM) of --metrics-tls-cert-file.")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: text or json.")
 	fs.Float32Var(&c.QPS, "kube-api-qps", c.QPS, "Queries per second allowed to the API server.")
@@ -52,6 +73,16 @@ func (c *Common) Validate() error {
 	}
 	if err := ValidateAddress("--health-address", c.HealthAddress); err != nil {
 		errs = append(errs, err)
+	}
+	if c.MetricsAddress != "" {
+		if err := ValidateAddress("--metrics-address", c.MetricsAddress); err != nil {
+			errs = append(errs, err)
+		} else if c.MetricsAddress == c.HealthAddress {
+			errs = append(errs, fmt.Errorf("--metrics-address and --health-address are both %q: metrics need their own port", c.MetricsAddress))
+		}
+	}
+	if (c.MetricsTLSCertFile == "") != (c.MetricsTLSKeyFile == "") {
+		errs = append(errs, errors.New("--metrics-tls-cert-file and --metrics-tls-private-key-file go together"))
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
@@ -88,6 +119,26 @@ func (c *Common) SetupLogging() {
 		logrus.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
 	}
 	routeKlog(logrus.StandardLogger())
+}
+
+// Endpoints returns where the role serves its probes and its metrics; client
+// sends the metrics server's TokenReviews and SubjectAccessReviews. A role
+// that has no client of its own passes nil: one is made from the kubeconfig
+// (or the in-cluster configuration) when the metrics server is on.
+func (c *Common) Endpoints(client kubernetes.Interface) (serving.Endpoints, error) {
+	e := serving.Endpoints{HealthAddress: c.HealthAddress, Metrics: serving.SecureMetrics{
+		Address: c.MetricsAddress, CertFile: c.MetricsTLSCertFile, KeyFile: c.MetricsTLSKeyFile, Client: client}}
+	if c.MetricsAddress == "" || client != nil {
+		return e, nil
+	}
+	cfg, err := c.RESTConfig("kube-reclaim-metrics-auth")
+	if err != nil {
+		return e, fmt.Errorf("--metrics-address: authenticating scrapers needs the API server (or --metrics-address= to turn metrics off): %w", err)
+	}
+	if e.Metrics.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+		return e, fmt.Errorf("--metrics-address: %w", err)
+	}
+	return e, nil
 }
 
 // RESTConfig loads the kubeconfig, or the in-cluster configuration when none is given.

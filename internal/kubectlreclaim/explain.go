@@ -173,12 +173,14 @@ func writeExplain(out io.Writer, node *corev1.Node, names reclaimable.Names, now
 	if err != nil {
 		return err
 	}
+	f = escapedFreshness(f)
+	out = textWriter{out}
 	a := f.Annotation
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "Node:\t%s\n", node.Name)
 	pol := a.Policy
 	if a.Pool != "" {
-		pol += fmt.Sprintf(" (pool %q)", a.Pool)
+		pol += fmt.Sprintf(" (pool \"%s\")", a.Pool)
 	}
 	fmt.Fprintf(w, "Policy:\t%s\n", pol)
 	fmt.Fprintf(w, "Written:\t%s ago (%s)\n", age(now, a.WriteTime), a.WriteTime.UTC().Format(time.RFC3339))

@@ -108,6 +108,7 @@ func (e *ExplainOptions) explainPod(ctx context.Context, name string) error {
 }
 
 func writePodExplain(out io.Writer, r *PodExplainReport, names reclaimable.Names) error {
+	out = textWriter{out}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "Pod:\t%s/%s\n", r.Namespace, r.Name)
 	switch {

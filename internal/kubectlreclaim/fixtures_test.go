@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,6 +37,9 @@ type world struct {
 	metricsDown bool
 	// leaseErr is returned by every read of a Lease.
 	leaseErr error
+	// noLease leaves out the publisher's Lease that run adds, freshly
+	// renewed, to a world holding no Lease: the cluster has no publisher.
+	noLease bool
 	// reactors answer the list requests of a resource (e.g. "pods") in
 	// place of the fake's tracker.
 	reactors map[string]clienttesting.ReactionFunc
@@ -57,7 +62,11 @@ func run(t *testing.T, w world, args ...string) (string, string, error) {
 			}
 			return true, &metricsv1beta1.NodeMetricsList{Items: w.metrics}, nil
 		})
-		kube := fake.NewClientset(w.objects...)
+		objects := w.objects
+		if !w.noLease && !slices.ContainsFunc(objects, func(o runtime.Object) bool { _, ok := o.(*coordinationv1.Lease); return ok }) {
+			objects = append(slices.Clip(objects), publisherLease(defaultLeaseNamespace, defaultLeaseName, time.Second))
+		}
+		kube := fake.NewClientset(objects...)
 		for resource, react := range w.reactors {
 			kube.PrependReactor("list", resource, react)
 		}

@@ -39,7 +39,7 @@ func (f *freshnessFlags) addFlags(fs *pflag.FlagSet) {
 		"An annotation written longer ago than this counts as zero; use the --stale-after of the webhook and the extender.")
 	fs.StringVar(&f.LeaseNamespace, "publisher-lease-namespace", f.LeaseNamespace, "Namespace of the publisher's leader-election Lease.")
 	fs.StringVar(&f.LeaseName, "publisher-lease-name", f.LeaseName,
-		"Name of the publisher's leader-election Lease; when it is not renewed for two lease durations every node counts as zero, "+
+		"Name of the publisher's leader-election Lease; while it is missing or not renewed for two lease durations every node counts as zero, "+
 			"as in the webhook and the extender. Empty: not checked.")
 }
 
@@ -73,9 +73,10 @@ type LeaseReport struct {
 }
 
 // leaderLease reads the publisher's Lease like leaderlease.Tracker judges it:
-// no Lease (or no renew time) counts as alive, otherwise alive until
-// renewTime + 2 x leaseDuration. A Lease that cannot be read (RBAC) counts as
-// alive, with a warning. Nil when the Lease is not checked.
+// alive until renewTime + 2 x leaseDuration; no Lease, or one without a renew
+// time or duration, counts as expired. A Lease that cannot be read (RBAC)
+// counts as alive, with a warning: this client's rights say nothing of the
+// webhook's and extender's view. Nil when the Lease is not checked.
 func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interface, now time.Time) (*LeaseReport, error) {
 	if f.LeaseName == "" {
 		return nil, nil
@@ -84,7 +85,8 @@ func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interf
 	l, err := kube.CoordinationV1().Leases(f.LeaseNamespace).Get(ctx, f.LeaseName, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		r.Detail = "no such Lease: not taken into account (the publisher runs without leader election, or elsewhere)"
+		r.Alive = false
+		r.Detail = "no such Lease (with a publisher run without leader election, pass --publisher-lease-name= here as to the webhook and the extender)"
 		return r, nil
 	case err != nil:
 		r.Detail = "not taken into account: " + err.Error()
@@ -94,7 +96,8 @@ func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interf
 		r.Holder = *l.Spec.HolderIdentity
 	}
 	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
-		r.Detail = "the Lease has no renew time or duration: not taken into account"
+		r.Alive = false
+		r.Detail = "the Lease has no renew time or duration"
 		return r, nil
 	}
 	renew := l.Spec.RenewTime.Time
@@ -109,7 +112,11 @@ func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interf
 // expired lease says how old it is.
 func judge(value string, present bool, now time.Time, staleAfter time.Duration, lease *LeaseReport) reclaimable.Freshness {
 	f := reclaimable.Judge(value, present, now, staleAfter, lease == nil || lease.Alive)
-	if f.Reason == reclaimable.ReasonPublisherDown {
+	switch {
+	case f.Reason != reclaimable.ReasonPublisherDown:
+	case lease.RenewTime == nil:
+		f.Detail = fmt.Sprintf("the publisher's leader Lease %s/%s counts as expired: %s", lease.Namespace, lease.Name, lease.Detail)
+	default:
 		f.Detail = fmt.Sprintf("the publisher's leader Lease %s/%s was not renewed for two lease durations (%s)", lease.Namespace, lease.Name, lease.Detail)
 	}
 	return f

@@ -33,12 +33,16 @@ func TestNodesCountAsZeroWhenThePublisherLeaseExpired(t *testing.T) {
 		{"another lease name", publisherLease("ops", "pub", time.Hour),
 			[]string{"--publisher-lease-namespace", "ops", "--publisher-lease-name", "pub"}, "Stale: publisher-lease-expired"},
 		{"lease not checked", publisherLease("kube-reclaim", "kube-reclaim-publisher", time.Hour), []string{"--publisher-lease-name="}, "Fresh"},
-		{"no lease at all", nil, nil, "Fresh"},
+		{"no lease at all", nil, nil, "Stale: publisher-lease-expired"},
+		{"no lease, none checked", nil, []string{"--publisher-lease-name="}, "Fresh"},
+		{"a lease without renew time", &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-reclaim", Name: "kube-reclaim-publisher"}},
+			nil, "Stale: publisher-lease-expired"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			w := fourNodes()
 			w.objects = w.objects[:1] // node-a, fresh by its write time
+			w.noLease = true
 			if tt.lease != nil {
 				w.objects = append(w.objects, tt.lease)
 			}
@@ -90,5 +94,18 @@ func TestUnreadableLeaseWarnsAndDoesNotCount(t *testing.T) {
 	}
 	if !list.Items[0].Fresh {
 		t.Errorf("node-a not fresh: %+v", list.Items[0])
+	}
+}
+
+func TestExplainSaysAMissingLeaseCountsAsExpired(t *testing.T) {
+	w := fourNodes()
+	w.objects, w.noLease = w.objects[:1], true
+	out, _, err := run(t, w, "explain", "node-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "Status: Stale (publisher-lease-expired): the publisher's leader Lease kube-reclaim/kube-reclaim-publisher counts as expired: no such Lease"
+	if !strings.Contains(out, want) {
+		t.Errorf("explain lacks %q:\n%s", want, out)
 	}
 }

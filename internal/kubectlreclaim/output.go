@@ -142,6 +142,7 @@ func (f *outputFlags) printTable(out io.Writer, table *metav1.Table, withNamespa
 		}
 		return nil
 	}
+	escapeCells(table)
 	p := printers.NewTablePrinter(printers.PrintOptions{Wide: f.format() == outputWide, NoHeaders: f.noHeaders, WithNamespace: withNamespace})
 	return p.PrintObj(table, out)
 }

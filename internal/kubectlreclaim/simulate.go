@@ -789,6 +789,7 @@ func signedPair(d *reclaimable.Resources) string {
 
 // writeSummary writes the cluster summary below the table.
 func writeSummary(out io.Writer, r *SimulationReport) error {
+	out = textWriter{out}
 	fmt.Fprintf(out, "\nPolicy: %s\n", r.Policy)
 	if r.Compare != "" {
 		fmt.Fprintf(out, "Compare: %s\n", r.Compare)
@@ -844,6 +845,7 @@ func sampleWords(r *SimulationReport) string {
 
 // writeSimulatedNode renders one node with every term, as explain does.
 func writeSimulatedNode(out io.Writer, r *SimulationReport, n *SimulatedNode) error {
+	out = textWriter{out}
 	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(w, "Node:\t%s\n", n.Name)
 	fmt.Fprintf(w, "Policy:\t%s, from %s\n", policyWords(&n.SimulatedResult), r.Policy)

@@ -24,9 +24,10 @@ const (
 type Staleness struct {
 	// StaleAfter: an annotation written longer ago counts as zero.
 	StaleAfter time.Duration
-	// PublisherLeaseNamespace/Name: the publisher's leader Lease; when it is
-	// not renewed for two lease durations every node counts as zero. An empty
-	// name disables the check (the annotation's write time still bounds it).
+	// PublisherLeaseNamespace/Name: the publisher's leader Lease; while it is
+	// missing or not renewed for two lease durations every node counts as
+	// zero. An empty name disables the check (the annotation's write time
+	// still bounds it).
 	PublisherLeaseNamespace string
 	PublisherLeaseName      string
 }
@@ -41,7 +42,7 @@ func DefaultStaleness() Staleness {
 func (s *Staleness) AddFlags(fs *pflag.FlagSet, zero string) {
 	fs.DurationVar(&s.StaleAfter, "stale-after", s.StaleAfter, "A reclaimable annotation written longer ago than this counts as zero: "+zero+". Use the same value in the webhook and the extender, above one and a half times the publisher's --refresh-interval (a refresh may wait up to half an interval when many come due at once).")
 	fs.StringVar(&s.PublisherLeaseNamespace, "publisher-lease-namespace", s.PublisherLeaseNamespace, "Namespace of the publisher's leader-election Lease.")
-	fs.StringVar(&s.PublisherLeaseName, "publisher-lease-name", s.PublisherLeaseName, "Name of the publisher's leader-election Lease; while it is not renewed for two lease durations every node counts as zero. Empty: not tracked (only the annotation's write time counts).")
+	fs.StringVar(&s.PublisherLeaseName, "publisher-lease-name", s.PublisherLeaseName, "Name of the publisher's leader-election Lease; while it is missing or not renewed for two lease durations every node counts as zero. Empty: not tracked (only the annotation's write time counts), for a publisher without leader election.")
 }
 
 // Validate reports every problem at once.

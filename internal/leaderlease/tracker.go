@@ -9,26 +9,44 @@ import (
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 )
 
-// Tracker follows one Lease. The zero value and a nil *Tracker report alive,
-// so roles work without a tracked lease (for example when the publisher runs
-// without leader election): the annotation's own write time still bounds
-// staleness.
+// Tracker follows one Lease. A Lease it tracks counts as dead when it does
+// not exist, was deleted or lacks a renew time or duration: anyone able to
+// delete or blank the Lease must not thereby keep stale room published, and
+// a publisher that never took the Lease has not published anything fresh.
+//
+// A nil *Tracker reports alive: it means the configuration tracks no Lease
+// (--publisher-lease-name empty, for a publisher that runs without leader
+// election), so only the annotation's own write time bounds staleness. Create
+// trackers with New; a zero Tracker has no informer.
 type Tracker struct {
 	informer cache.SharedIndexInformer
-	// renewDeadline is the unix-nano instant after which the leader counts as
-	// dead: renewTime + 2 × leaseDuration. 0 means no lease seen (alive).
+	// deadline is the unix-nano instant after which the leader counts as
+	// dead: renewTime + 2 × leaseDuration. 0 means no usable Lease (dead).
 	deadline atomic.Int64
 }
 
 // New creates a tracker of namespace/name. Call Run to start it.
 func New(client kubernetes.Interface, namespace, name string) *Tracker {
-	lw := cache.NewListWatchFromClient(client.CoordinationV1().RESTClient(), "leases", namespace,
-		fields.OneTermEqualSelector("metadata.name", name))
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	leases := client.CoordinationV1().Leases(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = byName
+			return leases.List(ctx, o)
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = byName
+			return leases.Watch(ctx, o)
+		},
+	}
 	t := &Tracker{informer: cache.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{})}
 	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    t.observe,
@@ -60,11 +78,13 @@ func (t *Tracker) Run(ctx context.Context) {
 func (t *Tracker) HasSynced() bool { return t == nil || t.informer.HasSynced() }
 
 // Alive reports whether the publisher leader renewed its lease within two lease
-// durations before now. It never blocks.
+// durations before now. Before the first list completes it reports dead, like
+// a missing Lease; the roles wait for HasSynced before they count on it. It
+// never blocks.
 func (t *Tracker) Alive(now time.Time) bool {
 	if t == nil {
 		return true
 	}
 	d := t.deadline.Load()
-	return d == 0 || now.UnixNano() < d
+	return d != 0 && now.UnixNano() < d
 }

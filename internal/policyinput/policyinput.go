@@ -35,6 +35,8 @@ type Assembler struct {
 	pods    []policy.Pod
 	// key is the scratch buffer of pod series keys (appendPodKey).
 	key []byte
+	// check is the scratch buffer of ownSeries.
+	check []policy.Sample
 }
 
 // New returns an Assembler for the resource names of one domain. Its history
@@ -152,8 +154,7 @@ func (a *Assembler) Node(name string, capacity, allocatable reclaimable.Resource
 			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), StartTime: pod.StartTime()}
 		if a.hist != nil {
 			if !pod.series.Live() {
-				a.key = appendPodKey(a.key[:0], pod.Namespace, pod.Name)
-				pod.series = a.hist.FindPod(a.key)
+				pod.series = a.ownSeries(pod)
 			}
 			pp.Series = pod.series
 		}
@@ -161,6 +162,31 @@ func (a *Assembler) Node(name string, capacity, allocatable reclaimable.Resource
 	}
 	a.scratch, a.pods = in.Samples, in.Pods
 	return in, held
+}
+
+// ownSeries returns the usage series of this pod: the series of its
+// namespace/name, unless it holds a sample from before the pod was created.
+// Such a sample was measured of an earlier pod of the same name, which may
+// have run on another node (a StatefulSet pod recreated elsewhere, or a
+// name reported by another node's kubelet before this pod existed), so the
+// series is forgotten rather than credited to this pod's node; the pod counts
+// as not measured until samples of its own arrive. A pod's node never changes
+// once it is bound, so a series kept with one pod record is only ever read
+// for that pod's node. Called once per record: the record keeps the series.
+func (a *Assembler) ownSeries(pod *Pod) policy.PodSeries {
+	a.key = appendPodKey(a.key[:0], pod.Namespace, pod.Name)
+	s := a.hist.FindPod(a.key)
+	if !s.Live() {
+		return policy.PodSeries{}
+	}
+	// Samples are whole seconds, as is Created: a sample of the very second
+	// the pod was created counts as its own.
+	a.check, _ = a.hist.AppendPodSeries(a.check[:0], s)
+	if len(a.check) > 0 && a.check[0].Time.Unix() < pod.Created {
+		a.hist.DeletePod(string(a.key))
+		return policy.PodSeries{}
+	}
+	return s
 }
 
 // Resources is the native cpu and memory of a resource list.

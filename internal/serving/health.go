@@ -1,6 +1,6 @@
-// Package serving holds the HTTP plumbing every role shares: the health and
-// metrics server, graceful shutdown, request instrumentation and TLS
-// certificates reloaded from disk.
+// Package serving holds the HTTP plumbing every role shares: the plain probe
+// server, the authenticated metrics server, graceful shutdown, request
+// instrumentation and TLS certificates reloaded from disk.
 package serving
 
 import (
@@ -14,21 +14,21 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
 // Check is a named readiness check; nil error means ready.
 type Check func() error
 
-// Health serves /healthz, /readyz and /metrics.
+// Health serves /healthz and /readyz on a plain port, and the registry's
+// metrics on an authenticated one (see SecureMetrics).
 type Health struct {
 	mu     sync.RWMutex
 	checks map[string]Check
 	reg    *prometheus.Registry
 }
 
-// NewHealth returns a health endpoint set whose /metrics serves reg; reg gets
-// the Go and process collectors.
+// NewHealth returns a health endpoint set whose metrics server serves reg;
+// reg gets the Go and process collectors.
 func NewHealth(reg *prometheus.Registry) *Health {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return &Health{checks: map[string]Check{}, reg: reg}
@@ -55,7 +55,9 @@ func (h *Health) Ready() []string {
 	return failed
 }
 
-// Register adds the endpoints to r.
+// Register adds the probe endpoints to r. Metrics are not among them: the
+// probe port is plain HTTP that any pod can reach, and metrics tell per-node
+// room.
 func (h *Health) Register(r *mux.Router) {
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte("ok\n"))
@@ -67,12 +69,45 @@ func (h *Health) Register(r *mux.Router) {
 		}
 		_, _ = w.Write([]byte("ok\n"))
 	}).Methods(http.MethodGet)
-	r.Handle("/metrics", promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{Registry: h.reg}))
 }
 
-// Serve runs the health server on addr until ctx ends.
-func (h *Health) Serve(ctx context.Context, addr string) error {
+// Endpoints says where a role serves its probes and its metrics.
+type Endpoints struct {
+	// HealthAddress serves /healthz and /readyz over plain HTTP.
+	HealthAddress string
+	// Metrics serves /metrics over HTTPS to authorized callers; its Address
+	// empty turns it off.
+	Metrics SecureMetrics
+}
+
+// Serve runs the probe server and, unless turned off, the metrics server
+// until ctx ends or one of them fails; a failure stops the other too.
+func (h *Health) Serve(ctx context.Context, e Endpoints) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	r := mux.NewRouter()
 	h.Register(r)
-	return ListenAndServe(ctx, NewServer(addr, r), nil)
+	if e.Metrics.Address == "" {
+		return ListenAndServe(ctx, NewServer(e.HealthAddress, r), nil)
+	}
+	metrics, tlsConfig, err := h.metricsServer(ctx, e.Metrics)
+	if err != nil {
+		return err
+	}
+	errc := make(chan error, 2)
+	go func() { errc <- wrapErr("health server", ListenAndServe(ctx, NewServer(e.HealthAddress, r), nil)) }()
+	go func() { errc <- wrapErr("metrics server", ListenAndServe(ctx, metrics, tlsConfig)) }()
+	first := <-errc
+	cancel()
+	if second := <-errc; first == nil {
+		first = second
+	}
+	return first
+}
+
+func wrapErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }

@@ -43,6 +43,10 @@ type statusWriter struct {
 	code int
 }
 
+// Unwrap lets http.ResponseController reach the connection (the webhook
+// sets a read deadline per review).
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
 func (s *statusWriter) WriteHeader(code int) {
 	s.code = code
 	s.ResponseWriter.WriteHeader(code)

@@ -369,7 +369,16 @@ func (c *Cluster) args(name string) ([]string, string, error) {
 			"--tls-cert-file=" + f("apiserver.crt"), "--tls-private-key-file=" + f("apiserver.key"),
 			"--client-ca-file=" + f("ca.crt"),
 			"--token-auth-file=" + f("tokens.csv"),
-			"--authorization-mode=RBAC",
+			// As a real control plane: kubelets (system:node:NAME in
+			// system:nodes) are judged by the Node authorizer and the
+			// NodeRestriction admission plugin (added to the default
+			// plugins, which include ValidatingAdmissionPolicy). Clients
+			// holding the admin token or system:masters pass RBAC as before;
+			// the real-node kubelets' certificates name system:nodes, so
+			// NodeRestriction limits them to their own Node and pods, as a
+			// real kubelet.
+			"--authorization-mode=Node,RBAC",
+			"--enable-admission-plugins=NodeRestriction",
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + f("sa.pub"),
 			"--service-account-signing-key-file=" + f("sa.key"),

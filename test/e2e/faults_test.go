@@ -475,12 +475,11 @@ func (e *env) testPublisherFailover(t *testing.T) {
 	}
 
 	// A second replica, configured like the first.
-	port, err := cluster.FreePort()
+	port, serving, err := stack.ServingFlags(e.c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append(append([]string(nil), e.s.Args(stack.Publisher)...),
-		fmt.Sprintf("--health-address=127.0.0.1:%d", port), "--leader-elect-identity="+second)
+	args := append(append(append([]string(nil), e.s.Args(stack.Publisher)...), serving...), "--leader-elect-identity="+second)
 	if err := e.c.StartProcess(second, e.s.Bin, args...); err != nil {
 		t.Fatal(err)
 	}

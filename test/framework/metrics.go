@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
 
 // SumSamples returns the sum of every sample of the metric name in a
@@ -138,18 +139,21 @@ func get(url string) (*http.Response, error) {
 	return httpClient.Do(req)
 }
 
-// ScrapeErr reads a metric (see SumSamples) from the /metrics of the health
-// server on 127.0.0.1:port.
+// ScrapeErr reads a metric (see SumSamples) of the role whose health server
+// is on 127.0.0.1:port, from its /metrics over HTTPS with the bearer token
+// registered for it (stack.ServingFlags, StartRole, stack.Start).
 func ScrapeErr(port int, name string, labels ...string) (float64, error) {
-	resp, err := get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	ep, ok := stack.MetricsOf(port)
+	if !ok {
+		return 0, fmt.Errorf("no metrics endpoint registered for the role with health port %d: start it with stack.ServingFlags", port)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), httpClient.Timeout)
+	defer cancel()
+	body, err := stack.GetMetrics(ctx, ep)
 	if err != nil {
 		return 0, err
 	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("GET /metrics on port %d: HTTP %d", port, resp.StatusCode)
-	}
-	return SumSamples(resp.Body, name, labels...)
+	return SumSamples(bytes.NewReader(body), name, labels...)
 }
 
 // Scrape is ScrapeErr that fails the test on an error.

@@ -2,12 +2,18 @@ package framework
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"sync"
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
@@ -59,11 +65,12 @@ type Role struct {
 // /readyz.
 func StartRole(t testing.TB, c *cluster.Cluster, name, subcommand string, args ...string) *Role {
 	t.Helper()
-	port, err := cluster.FreePort()
+	port, serving, err := stack.ServingFlags(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	all := append([]string{subcommand, "--kubeconfig=" + c.Kubeconfig(), fmt.Sprintf("--health-address=127.0.0.1:%d", port), "--log-level=debug"}, args...)
+	all := append(append([]string{subcommand, "--kubeconfig=" + c.Kubeconfig()}, serving...), "--log-level=debug")
+	all = append(all, args...)
 	if err := c.StartProcess(name, KubeReclaim(t), all...); err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +80,8 @@ func StartRole(t testing.TB, c *cluster.Cluster, name, subcommand string, args .
 }
 
 // AttachRole is a Role for a process the test started itself with
-// c.StartProcess, for example under a kubeconfig of its own.
+// c.StartProcess, for example under a kubeconfig of its own, and the health
+// port and flags of stack.ServingFlags.
 func AttachRole(c *cluster.Cluster, name string, healthPort int) *Role {
 	return &Role{c: c, Name: name, HealthPort: healthPort}
 }
@@ -87,8 +95,38 @@ func (r *Role) WaitReady(t testing.TB, timeout time.Duration) {
 	}
 }
 
-// Metric reads one of the role's metrics (see SumSamples).
+// Metric reads one of the role's metrics (see SumSamples) over HTTPS with the
+// cluster's admin token.
 func (r *Role) Metric(t testing.TB, name string, labels ...string) float64 {
 	t.Helper()
 	return Scrape(t, r.HealthPort, name, labels...)
+}
+
+// RenewPublisherLease creates (or renews) the publisher's leader Lease at
+// its default namespace and name, renewed now for an hour, as a leading
+// publisher would keep it: roles and kubectl reclaim count a missing Lease
+// as a dead publisher, so a test that writes the annotation itself
+// instead of running a publisher needs it.
+func RenewPublisherLease(t testing.TB, c *cluster.Cluster) {
+	t.Helper()
+	ctx := context.Background()
+	ns, name := leaderlease.DefaultNamespace, leaderlease.DefaultName
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("test"), LeaseDurationSeconds: ptr.To[int32](3600),
+			RenewTime: ptr.To(metav1.NewMicroTime(time.Now()))}}
+	_, err = c.Client.CoordinationV1().Leases(ns).Create(ctx, l, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		var old *coordinationv1.Lease
+		if old, err = c.Client.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{}); err == nil {
+			old.Spec = l.Spec
+			_, err = c.Client.CoordinationV1().Leases(ns).Update(ctx, old, metav1.UpdateOptions{})
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

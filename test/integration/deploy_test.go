@@ -14,6 +14,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -287,28 +288,41 @@ func TestDeploy(t *testing.T) {
 				})
 			}
 			for _, obj := range objs {
-				if obj.GetKind() != "Deployment" {
+				var (
+					name     string
+					template corev1.PodTemplateSpec
+				)
+				switch obj.GetKind() {
+				case "Deployment":
+					var d appsv1.Deployment
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
+						t.Fatal(err)
+					}
+					name, template = "Deployment "+d.Name, d.Spec.Template
+				case "DaemonSet":
+					var d appsv1.DaemonSet
+					if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
+						t.Fatal(err)
+					}
+					name, template = "DaemonSet "+d.Name, d.Spec.Template
+				default:
 					continue
 				}
-				var d appsv1.Deployment
-				if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
-					t.Fatal(err)
-				}
 				pod := &corev1.Pod{
-					ObjectMeta: metav1.ObjectMeta{Name: d.Name + "-dry-run", Namespace: d.Namespace, Labels: d.Spec.Template.Labels},
-					Spec:       d.Spec.Template.Spec,
+					ObjectMeta: metav1.ObjectMeta{Name: obj.GetName() + "-dry-run", Namespace: obj.GetNamespace(), Labels: template.Labels},
+					Spec:       template.Spec,
 				}
 				warnings.take()
-				got, err := client.CoreV1().Pods(d.Namespace).Create(ctx, pod, dryRun)
+				got, err := client.CoreV1().Pods(obj.GetNamespace()).Create(ctx, pod, dryRun)
 				if err != nil {
-					t.Errorf("pod of Deployment %s: rejected: %v", d.Name, err)
+					t.Errorf("pod of %s: rejected: %v", name, err)
 					continue
 				}
 				if w := warnings.take(); len(w) > 0 {
-					t.Errorf("pod of Deployment %s: warnings %q", d.Name, w)
+					t.Errorf("pod of %s: warnings %q", name, w)
 				}
 				if got.Spec.Priority == nil || *got.Spec.Priority < 2000000000 {
-					t.Errorf("pod of Deployment %s: priority %v, want system-cluster-critical's", d.Name, got.Spec.Priority)
+					t.Errorf("pod of %s: priority %v, want system-cluster-critical's", name, got.Spec.Priority)
 				}
 			}
 		})
@@ -395,10 +409,14 @@ func TestDeploy(t *testing.T) {
 		_, err = pub.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		allowed("publisher", "create events", err)
 		forbidden("publisher", "delete nodes", pub.CoreV1().Nodes().Delete(ctx, "no-such-node", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}))
+		// Eviction is opt-in (components/eviction).
+		forbidden("publisher", "evict pods", pub.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{
+			ObjectMeta: metav1.ObjectMeta{Name: "no-such-pod", Namespace: "default"}, DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}))
 		_, err = pub.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 		forbidden("publisher", "list secrets", err)
 
-		for _, sa := range []string{"kube-reclaim-webhook", "kube-reclaim-extender"} {
+		// The extender runs as a sidecar with the scheduler's account.
+		for _, sa := range []string{"kube-reclaim-webhook", "kube-reclaim-scheduler"} {
 			cs := as(sa)
 			// What leaderlease.Tracker does: list and watch by metadata.name.
 			_, err = cs.CoordinationV1().Leases(ns).List(ctx, byName)
@@ -429,7 +447,7 @@ func TestDeploy(t *testing.T) {
 		_, err = wh.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
 		forbidden("webhook", "list pods", err)
 
-		ext := as("kube-reclaim-extender")
+		ext := as("kube-reclaim-scheduler")
 		_, err = ext.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		allowed("extender", "list nodes", err)
 		_, err = ext.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
@@ -458,6 +476,11 @@ func TestDeploy(t *testing.T) {
 		allowed("scheduler", "list pods", err)
 		_, err = sched.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 		forbidden("scheduler", "list secrets", err)
+		// Its own ClusterRole, not system:kube-scheduler: not the default
+		// scheduler's Lease, no pod deletion (preemption is off).
+		_, err = sched.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{})
+		forbidden("scheduler", "get the Lease kube-system/kube-scheduler", err)
+		forbidden("scheduler", "delete pods", sched.CoreV1().Pods("default").Delete(ctx, "no-such-pod", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}))
 	})
 
 	t.Run("the README's example pod is a valid reclaimed pod", func(t *testing.T) {
@@ -505,5 +528,107 @@ func createNamespaces(t *testing.T, objs []*unstructured.Unstructured, resourceF
 	}
 	if n == 0 {
 		t.Fatal("the overlay renders no Namespace")
+	}
+}
+
+// TestDeployedSchedulerRunsWithItsOwnClusterRole runs the real kube-scheduler
+// with the shipped KubeSchedulerConfiguration as the ServiceAccount
+// kube-reclaim-scheduler holding only the shipped RBAC (its own ClusterRole,
+// not system:kube-scheduler): it must take its Lease, sync every informer,
+// bind a pod of its profile and mark an unschedulable one, and never be
+// refused anything.
+func TestDeployedSchedulerRunsWithItsOwnClusterRole(t *testing.T) {
+	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, NoScheduler: true})
+	ctx := context.Background()
+	objs, err := deploy.Objects("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var config string
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "Namespace", "ServiceAccount", "Role", "ClusterRole", "RoleBinding", "ClusterRoleBinding":
+			createObject(t, c, obj)
+		case "ConfigMap":
+			if strings.HasPrefix(obj.GetName(), "kube-reclaim-scheduler-config") {
+				config, _, _ = unstructured.NestedString(obj.Object, "data", "kube-scheduler-config.yaml")
+			}
+		}
+	}
+	if config == "" {
+		t.Fatal("no scheduler configuration rendered")
+	}
+	waitBindingsInEffect(t, c.Client, objs)
+	kubeconfig := serviceAccountKubeconfig(t, c, "kube-reclaim", "kube-reclaim-scheduler")
+	file := filepath.Join(t.TempDir(), "kube-scheduler-config.yaml")
+	// The file as shipped, plus the credentials a pod gets from its
+	// ServiceAccount.
+	if err := os.WriteFile(file, []byte(config+"clientConnection:\n  kubeconfig: "+kubeconfig+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const proc = "kube-reclaim-scheduler"
+	if err := c.StartProcess(proc, c.Binaries().Scheduler, "--config="+file,
+		"--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port), "--v=2"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.StopComponent(proc) })
+
+	// Its own Lease, in kube-reclaim.
+	if _, ok := framework.Poll(60*time.Second, 250*time.Millisecond, func() bool {
+		l, err := c.Client.CoordinationV1().Leases("kube-reclaim").Get(ctx, "kube-reclaim-scheduler", metav1.GetOptions{})
+		return err == nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity != ""
+	}); !ok {
+		t.Fatalf("kube-scheduler took no Lease kube-reclaim/kube-reclaim-scheduler:\n%s", c.Process(proc).Tail(4096))
+	}
+	if _, err := c.Client.CoordinationV1().Leases("kube-system").Get(ctx, "kube-scheduler", metav1.GetOptions{}); !apierrors.IsNotFound(err) {
+		t.Errorf("kube-system/kube-scheduler Lease: %v, want none (the default scheduler is not running)", err)
+	}
+
+	node := framework.AddReadyNodes(t, c, 1, cluster.NodeSpec{NamePrefix: "sched-rbac"}, time.Minute)[0]
+	// A pod of the profile that asks no reclaimed resource: the extender is
+	// not called, kube-scheduler binds it itself. One no node fits: its
+	// PodScheduled condition is written, and no preemption is tried.
+	fits := framework.RegularPod("default", "fits", "", "10m", "16Mi")
+	fits.Spec.SchedulerName = "kube-reclaim-scheduler"
+	stuck := framework.RegularPod("default", "stuck", "", "10m", "16Mi")
+	stuck.Spec.SchedulerName = "kube-reclaim-scheduler"
+	stuck.Spec.NodeSelector = map[string]string{"kube-reclaim.test/none": "true"}
+	framework.CreatePod(t, c, fits)
+	framework.CreatePod(t, c, stuck)
+	if _, ok := framework.Poll(60*time.Second, 250*time.Millisecond, func() bool {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, "fits", metav1.GetOptions{})
+		return err == nil && p.Spec.NodeName == node
+	}); !ok {
+		t.Fatalf("pod fits not bound to %s:\n%s", node, c.Process(proc).Tail(8192))
+	}
+	if _, ok := framework.Poll(60*time.Second, 250*time.Millisecond, func() bool {
+		p, err := c.Client.CoreV1().Pods("default").Get(ctx, "stuck", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Status == corev1.ConditionFalse {
+				return true
+			}
+		}
+		return false
+	}); !ok {
+		t.Fatalf("pod stuck has no PodScheduled=False condition:\n%s", c.Process(proc).Tail(8192))
+	}
+	// Nothing it tried was refused (a missing informer right shows up as
+	// "forbidden" in its log and keeps it from syncing).
+	if log := c.Process(proc).Tail(1 << 24); strings.Contains(strings.ToLower(log), "forbidden") {
+		var lines []string
+		for _, l := range strings.Split(log, "\n") {
+			if strings.Contains(strings.ToLower(l), "forbidden") {
+				lines = append(lines, l)
+			}
+		}
+		t.Errorf("kube-scheduler was refused with its own ClusterRole:\n%s", strings.Join(lines, "\n"))
 	}
 }

@@ -96,7 +96,8 @@ func TestExtender(t *testing.T) {
 	schedCfg := profilesYAML + extCfg
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg})
 	extArgs := func(strategy string, extra ...string) []string {
-		return append([]string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--strategy=" + strategy, "--publisher-lease-name="}, extra...)
+		return append([]string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--strategy=" + strategy, "--publisher-lease-name=",
+			"--scheduler-name=" + corev1.DefaultSchedulerName, "--scheduler-name=" + extender.SchedulerName, "--scheduler-name=" + binpackProfile}, extra...)
 	}
 	ext := framework.StartRole(t, c, "extender", "extender", extArgs("spread")...)
 	room := map[string]reclaimable.Resources{}

@@ -54,6 +54,7 @@ func TestKubectlReclaim(t *testing.T) {
 	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second})
 	const ns = "kubectl-reclaim"
 	framework.CreateNamespace(t, c, ns)
+	framework.RenewPublisherLease(t, c)
 	spec := cluster.NodeSpec{NamePrefix: "cli", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
 	nodes := framework.AddReadyNodes(t, c, 2, spec, time.Minute)
 	fresh, stale := nodes[0], nodes[1]

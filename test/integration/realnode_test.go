@@ -303,7 +303,7 @@ func TestRealNode(t *testing.T) {
 			t.Logf("node %s still changing after 2 minutes (resourceVersion %s); counting anyway", name, rv)
 		}
 		plain := countNodeWrites(t, c, name, window)
-		framework.MustPatchNode(t, c, name, map[string]any{"metadata": map[string]any{"annotations": map[string]any{names.CPURatio: "1.5"}}})
+		framework.MustPatchNode(t, c, name, map[string]any{"metadata": map[string]any{"labels": map[string]any{names.CPURatio: "1.5"}}})
 		// kubelet posts nothing until its status changes or the report period
 		// (5m) passes, and the webhook only inflates on a status write: one
 		// unchanged status patch goes through it now.

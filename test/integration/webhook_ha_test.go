@@ -26,6 +26,7 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
+	"github.com/kube-reclaim/kube-reclaim/test/stack"
 	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
@@ -64,13 +65,13 @@ func TestWebhookHA(t *testing.T) {
 		}
 	}
 	for i := range replicas {
-		healthPort, err := cluster.FreePort()
+		healthPort, serving, err := stack.ServingFlags(c)
 		if err != nil {
 			t.Fatal(err)
 		}
 		name := fmt.Sprintf("webhook-ha-%d", i)
 		if err := c.StartProcess(name, framework.KubeReclaim(t), "webhook", "--kubeconfig="+kubeconfigs[i],
-			fmt.Sprintf("--health-address=127.0.0.1:%d", healthPort), "--log-level=debug",
+			serving[0], serving[1], "--log-level=debug",
 			fmt.Sprintf("--listen-address=127.0.0.1:%d", ports[i]), "--self-signed", "--extra-sans=127.0.0.1",
 			"--webhook-configuration-name="+configs[i], "--ca-secret-name="+secretName, "--ca-secret-namespace="+ns,
 			"--publisher-lease-name="); err != nil {

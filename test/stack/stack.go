@@ -47,7 +47,7 @@ type Deployed struct {
 }
 
 // machineFlags are replaced by Start with local values.
-var machineFlags = []string{"--kubeconfig", "--health-address", "--listen-address", "--tls-cert-file",
+var machineFlags = []string{"--kubeconfig", "--health-address", "--metrics-address", "--listen-address", "--tls-cert-file",
 	"--tls-private-key-file", "--self-signed", "--webhook-configuration-name", "--service-name",
 	"--service-namespace", "--extra-sans", "--config", "--log-format"}
 
@@ -66,7 +66,9 @@ func LoadDeployed(overlay string) (*Deployed, error) {
 				return nil, err
 			}
 			for _, c := range dep.Spec.Template.Spec.Containers {
-				if role := strings.TrimPrefix(dep.Name, "kube-reclaim-"); c.Name == role && len(c.Args) > 0 && c.Args[0] == role {
+				// The extender is a sidecar of kube-reclaim-scheduler: the
+				// container, named after its role, says which role it runs.
+				if role := c.Name; len(c.Args) > 0 && c.Args[0] == role {
 					d.Args[role] = localArgs(c.Args[1:])
 					for _, e := range c.Env {
 						if e.ValueFrom == nil {
@@ -131,14 +133,16 @@ func BuildBinary(ctx context.Context, dir string) (string, error) {
 // Ports are the loopback ports of one stack, chosen before the cluster
 // starts because the scheduler's configuration names the extender.
 type Ports struct {
-	Webhook, Extender                              int
-	PublisherHealth, WebhookHealth, ExtenderHealth int
+	Webhook, Extender                                 int
+	PublisherHealth, WebhookHealth, ExtenderHealth    int
+	PublisherMetrics, WebhookMetrics, ExtenderMetrics int
 }
 
 // NewPorts picks free ports.
 func NewPorts() (Ports, error) {
 	var p Ports
-	for _, f := range []*int{&p.Webhook, &p.Extender, &p.PublisherHealth, &p.WebhookHealth, &p.ExtenderHealth} {
+	for _, f := range []*int{&p.Webhook, &p.Extender, &p.PublisherHealth, &p.WebhookHealth, &p.ExtenderHealth,
+		&p.PublisherMetrics, &p.WebhookMetrics, &p.ExtenderMetrics} {
 		var err error
 		if *f, err = cluster.FreePort(); err != nil {
 			return p, err
@@ -225,7 +229,14 @@ func Start(ctx context.Context, c *cluster.Cluster, bin string, ports Ports, opt
 		Publisher: {fmt.Sprintf("--health-address=127.0.0.1:%d", ports.PublisherHealth), "--config=" + s.PolicyFile},
 		Webhook: {fmt.Sprintf("--health-address=127.0.0.1:%d", ports.WebhookHealth), fmt.Sprintf("--listen-address=127.0.0.1:%d", ports.Webhook),
 			"--tls-cert-file=" + certFile, "--tls-private-key-file=" + keyFile, "--config=" + s.PolicyFile},
-		Extender: {fmt.Sprintf("--health-address=127.0.0.1:%d", ports.ExtenderHealth), fmt.Sprintf("--listen-address=127.0.0.1:%d", ports.Extender)},
+		// Stack pods take default-scheduler (SchedulerConfig); the flag
+		// repeats, so the deployed kube-reclaim-scheduler stays as well.
+		Extender: {fmt.Sprintf("--health-address=127.0.0.1:%d", ports.ExtenderHealth), fmt.Sprintf("--listen-address=127.0.0.1:%d", ports.Extender),
+			"--scheduler-name=" + corev1.DefaultSchedulerName},
+	}
+	for _, r := range []string{Publisher, Webhook, Extender} {
+		RegisterMetrics(s.HealthPort(r), MetricsEndpoint{Port: s.MetricsPort(r), Token: AdminToken(c)})
+		local[r] = append(local[r], fmt.Sprintf("--metrics-address=127.0.0.1:%d", s.MetricsPort(r)))
 	}
 	for _, r := range []string{Publisher, Webhook, Extender} {
 		args := append([]string{r, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[r]...)
@@ -264,7 +275,19 @@ func (s *Stack) StartRole(ctx context.Context, role string) error {
 	return s.WaitReady(ctx, role, 90*time.Second)
 }
 
-// HealthPort returns the role's /healthz, /readyz, /metrics port.
+// MetricsPort returns the role's /metrics port (see GetMetrics).
+func (s *Stack) MetricsPort(role string) int {
+	switch role {
+	case Publisher:
+		return s.Ports.PublisherMetrics
+	case Webhook:
+		return s.Ports.WebhookMetrics
+	}
+	return s.Ports.ExtenderMetrics
+}
+
+// HealthPort returns the role's /healthz, /readyz port; MetricsOf finds its
+// metrics from it.
 func (s *Stack) HealthPort(role string) int {
 	switch role {
 	case Publisher:

@@ -1,0 +1,114 @@
+package serving
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"time"
+
+	"github.com/gorilla/mux"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/sirupsen/logrus"
+	"k8s.io/client-go/kubernetes"
+	certutil "k8s.io/client-go/util/cert"
+)
+
+// MetricsPath is the only path of the metrics server, and the non-resource
+// path a caller must be allowed to get.
+const MetricsPath = "/metrics"
+
+// Outcomes of a request to the metrics server, as counted by
+// kube_reclaim_metrics_requests_total.
+const (
+	OutcomeAllowed      = "allowed"
+	OutcomeNoToken      = "no-token"
+	OutcomeInvalidToken = "invalid-token"
+	OutcomeDenied       = "denied"
+	OutcomeAuthnError   = "authentication-error"
+	OutcomeAuthzError   = "authorization-error"
+)
+
+// Review results are cached, as kube-scheduler's secure port caches them,
+// so a scraper costs the API server one TokenReview and one
+// SubjectAccessReview per TTL rather than per scrape. A denial expires sooner
+// so that a newly bound ClusterRole takes effect quickly.
+const (
+	authnCacheTTL    = 2 * time.Minute
+	authzAllowTTL    = 2 * time.Minute
+	authzDenyTTL     = 10 * time.Second
+	reviewTimeout    = 10 * time.Second
+	certReloadPeriod = time.Minute
+)
+
+// SecureMetrics configures the metrics server: HTTPS, and every request
+// authenticated by a TokenReview and authorized by a SubjectAccessReview
+// (verb get on the non-resource path /metrics) against the API server.
+type SecureMetrics struct {
+	// Address to listen on; empty turns the server off.
+	Address string
+	// CertFile and KeyFile hold the serving certificate, reloaded when they
+	// change; both empty: a self-signed certificate generated at start.
+	CertFile, KeyFile string
+	// Client sends the TokenReviews and SubjectAccessReviews.
+	Client kubernetes.Interface
+}
+
+// metricsServer builds the metrics server of m and its TLS configuration;
+// a certificate read from files is reloaded until ctx ends.
+func (h *Health) metricsServer(ctx context.Context, m SecureMetrics) (*http.Server, *tls.Config, error) {
+	if m.Client == nil {
+		return nil, nil, errors.New("the metrics server needs an API client for TokenReview and SubjectAccessReview")
+	}
+	getCert, err := h.metricsCertificate(ctx, m)
+	if err != nil {
+		return nil, nil, err
+	}
+	r := mux.NewRouter()
+	r.Handle(MetricsPath, NewAuthorizedHandler(NewReviewer(m.Client), h.reg,
+		promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{Registry: h.reg}))).Methods(http.MethodGet)
+	return NewServer(m.Address, r), TLSConfig(getCert), nil
+}
+
+// metricsCertificate loads the certificate files, or generates a
+// self-signed certificate when none are given: a scraper that wants to
+// verify the server needs files from a CA it trusts.
+func (h *Health) metricsCertificate(ctx context.Context, m SecureMetrics) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	if m.CertFile != "" || m.KeyFile != "" {
+		certs, err := NewCertReloader(m.CertFile, m.KeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("metrics serving certificate: %w", err)
+		}
+		h.AddReadyCheck("metrics-certificate", certs.Check)
+		go certs.Run(ctx, certReloadPeriod)
+		return certs.GetCertificate, nil
+	}
+	cert, err := SelfSignedCertificate()
+	if err != nil {
+		return nil, err
+	}
+	logrus.WithFields(logrus.Fields{"address": m.Address, "notAfter": cert.Leaf.NotAfter}).Info("metrics served with a self-signed certificate generated at start")
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return cert, nil }, nil
+}
+
+// SelfSignedCertificate generates a serving certificate for localhost, the
+// loopback addresses and the host name, signed by a CA made for it, in
+// memory.
+func SelfSignedCertificate() (*tls.Certificate, error) {
+	var dns []string
+	if name, err := os.Hostname(); err == nil && name != "" && name != "localhost" {
+		dns = append(dns, name)
+	}
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, dns)
+	if err != nil {
+		return nil, fmt.Errorf("generating a self-signed metrics certificate: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, fmt.Errorf("loading the self-signed metrics certificate: %w", err)
+	}
+	return &cert, nil
+}

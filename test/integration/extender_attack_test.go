@@ -1,0 +1,285 @@
+package integration
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/extender"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
+)
+
+// TestExtenderAttacks plays an attacker who can reach the extender's verbs
+// against the real API server, the real kube-scheduler and the extender
+// process (issue 28): forged binds place nothing, and one huge filter of
+// unknown node names neither kills the extender nor grows it, while the
+// real scheduler keeps placing reclaimed pods through the same extender.
+func TestExtenderAttacks(t *testing.T) {
+	ctx := context.Background()
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := fmt.Sprintf("http://127.0.0.1:%d", port)
+	extCfg, err := extender.ExtenderConfigYAML(url, reclaimable.DefaultDomain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof, err := extender.ReclaimedProfile(extender.SchedulerName, reclaimable.DefaultDomain, extender.StrategySpread)
+	if err != nil {
+		t.Fatal(err)
+	}
+	profiles, err := extender.ProfilesYAML([]configv1.KubeSchedulerProfile{prof}...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, SchedulerConfig: profiles + extCfg})
+	// The defaults: --scheduler-name kube-reclaim-scheduler.
+	ext := framework.StartRole(t, c, "extender", "extender", fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--publisher-lease-name=")
+	const gib = int64(1 << 30)
+	nodes := framework.AddReadyNodes(t, c, 2, cluster.NodeSpec{NamePrefix: "attack", Labels: map[string]string{"group": "attack"}}, time.Minute)
+	for _, n := range nodes {
+		framework.SetAnnotation(t, c, n, reclaimable.Annotation{CPUMilli: 8000, MemoryBytes: 8 * gib, Policy: "usage", WriteTime: time.Now()})
+		framework.SetReclaimedStatus(t, c, n, 8000, 8*gib)
+	}
+	if _, ok := framework.Poll(30*time.Second, 200*time.Millisecond, func() bool {
+		return ext.Metric(t, "kube_reclaim_extender_cached_nodes") >= 2
+	}); !ok {
+		t.Fatal("the extender never cached the two nodes")
+	}
+	framework.CreateNamespace(t, c, "attack")
+	post := func(verb string, v any) (int, []byte) {
+		t.Helper()
+		var body []byte
+		switch b := v.(type) {
+		case []byte:
+			body = b
+		default:
+			if body, err = json.Marshal(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+		resp, err := http.Post(url+"/"+verb, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatalf("POST /%s: %v", verb, err)
+		}
+		return resp.StatusCode, []byte(readAll(resp))
+	}
+	stored := func(name string) *corev1.Pod {
+		t.Helper()
+		p, err := c.Client.CoreV1().Pods("attack").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+
+	t.Run("forged binds place nothing, while the scheduler binds through the same extender", func(t *testing.T) {
+		// No profile serves "nobody-scheduler": nothing but a forged bind
+		// could place its pods. The kube-reclaim-scheduler pods select no
+		// node, so kube-scheduler never filters them through the extender.
+		const otherSched = "nobody-scheduler"
+		victim := framework.RegularPod("attack", "victim", "", "10m", "16Mi")
+		victim.Spec.SchedulerName = otherSched
+		foreign := reclaimedPod("attack", "foreign-reclaimed", "attack", 1000, gib)
+		foreign.Spec.SchedulerName = otherSched
+		unfiltered := reclaimedPod("attack", "never-filtered", "no-such-group", 1000, gib)
+		unfiltered.Spec.SchedulerName = extender.SchedulerName
+		plain := framework.RegularPod("attack", "plain-managed", "", "10m", "16Mi")
+		plain.Spec.SchedulerName = extender.SchedulerName
+		plain.Spec.NodeSelector = map[string]string{"group": "no-such-group"}
+		for _, p := range []*corev1.Pod{victim, foreign, unfiltered, plain} {
+			framework.CreatePod(t, c, p)
+		}
+		// A forged filter call first makes the extender judge a pod (as a
+		// caller on 127.0.0.1 could); mutate changes what it claims.
+		forgeFilter := func(name string, mutate func(*corev1.Pod)) {
+			p := stored(name)
+			if mutate != nil {
+				mutate(p)
+			}
+			code, body := post("filter", extenderv1.ExtenderArgs{Pod: p, NodeNames: &[]string{nodes[0]}})
+			if code != http.StatusOK {
+				t.Fatalf("forged filter of %s: %d %s", name, code, body)
+			}
+		}
+		attacks := []struct {
+			name, pod string
+			forge     func()
+			uid       func() string
+			reason    string // bind_refusals_total reason
+		}{
+			{name: "a pending pod of another scheduler asking nothing reclaimed", pod: "victim", reason: "not-filtered"},
+			{name: "a pod of another scheduler asking reclaimed resources", pod: "foreign-reclaimed", reason: "not-filtered"},
+			{name: "a reclaimed pod of the right scheduler on a node its filter never passed", pod: "never-filtered", reason: "not-filtered"},
+			{name: "a pod of another scheduler after a forged filter of it", pod: "foreign-reclaimed", reason: "other-scheduler",
+				forge: func() { forgeFilter("foreign-reclaimed", nil) }},
+			{name: "a pod of another scheduler after a forged filter claiming the right one and reclaimed requests", pod: "victim", reason: "other-scheduler",
+				forge: func() {
+					forgeFilter("victim", func(p *corev1.Pod) {
+						q := reclaimedPod("attack", p.Name, "attack", 1000, gib)
+						p.Spec.SchedulerName, p.Spec.Containers = extender.SchedulerName, q.Spec.Containers
+					})
+				}},
+			{name: "a pod of the right scheduler asking nothing reclaimed after a forged filter claiming it does", pod: "plain-managed", reason: "no-reclaimed-request",
+				forge: func() {
+					forgeFilter("plain-managed", func(p *corev1.Pod) {
+						p.Spec.Containers = reclaimedPod("attack", p.Name, "attack", 1000, gib).Spec.Containers
+					})
+				}},
+			{name: "a bind naming no pod UID", pod: "never-filtered", reason: "no-pod-uid", uid: func() string { return "" }},
+		}
+		// bindAttack posts a forged bind and returns its answer's Error.
+		bindAttack := func(pod, uid string) string {
+			code, body := post("bind", extenderv1.ExtenderBindingArgs{PodName: pod, PodNamespace: "attack", PodUID: types.UID(uid), Node: nodes[0]})
+			var res extenderv1.ExtenderBindingResult
+			if code != http.StatusOK || json.Unmarshal(body, &res) != nil {
+				t.Fatalf("bind %s: %d %s", pod, code, body)
+			}
+			return res.Error
+		}
+		for _, a := range attacks {
+			before := ext.Metric(t, "kube_reclaim_extender_bind_refusals_total", "reason", a.reason)
+			if a.forge != nil {
+				a.forge()
+			}
+			uid := string(stored(a.pod).UID)
+			if a.uid != nil {
+				uid = a.uid()
+			}
+			msg := bindAttack(a.pod, uid)
+			if msg == "" {
+				t.Errorf("%s: the bind was not refused", a.name)
+			}
+			if got := ext.Metric(t, "kube_reclaim_extender_bind_refusals_total", "reason", a.reason); got != before+1 {
+				t.Errorf("%s: bind_refusals_total{reason=%q} went %v -> %v, want one more (refusal: %q)", a.name, a.reason, before, got, msg)
+			}
+			t.Logf("%s: refused (%s): %s", a.name, a.reason, msg)
+		}
+		attackPods := []string{"victim", "foreign-reclaimed", "never-filtered", "plain-managed"}
+		// Every 200 ms for 5 s the attacker tries again and no attacked
+		// pod gets a node; the control is a reclaimed pod the real
+		// kube-scheduler filters and binds through the same extender.
+		r := framework.ExpectAbsence(t, framework.Absence{Window: 5 * time.Second, Every: 200 * time.Millisecond,
+			ControlWithin: time.Minute,
+			Control: func() error {
+				p := reclaimedPod("attack", "scheduled", "attack", 1000, gib)
+				p.Spec.SchedulerName = extender.SchedulerName
+				_, err := c.Client.CoreV1().Pods("attack").Create(ctx, p, metav1.CreateOptions{})
+				return err
+			},
+			Look: func(time.Duration) ([]string, bool) {
+				var v []string
+				for _, name := range attackPods {
+					if msg := bindAttack(name, string(stored(name).UID)); msg == "" {
+						v = append(v, "a forged bind of "+name+" was accepted")
+					}
+					if n := stored(name).Spec.NodeName; n != "" {
+						v = append(v, name+" bound to "+n)
+					}
+				}
+				p, err := c.Client.CoreV1().Pods("attack").Get(ctx, "scheduled", metav1.GetOptions{})
+				return v, err == nil && p.Spec.NodeName != ""
+			}})
+		if got := ext.Metric(t, "kube_reclaim_extender_binds_total", "result", "success"); got != 1 {
+			t.Errorf("binds_total{result=success} = %v, want 1: the scheduler's bind of the control", got)
+		}
+		t.Logf("%d looks, longest gap %s; the control pod bound %.1fs into the window", r.Looks, r.MaxGap, r.ControlSeen.Seconds())
+	})
+
+	t.Run("one 8 MB filter of a million unknown names answers without them, under 200 MiB, and filtering goes on", func(t *testing.T) {
+		pid := c.Process("extender").PID()
+		if pid == 0 {
+			t.Fatal("no extender process")
+		}
+		before := vmHWM(t, pid)
+		p, err := json.Marshal(reclaimedPod("attack", "memory-attack", "attack", 1000, gib))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const unknown = 1000000
+		var b bytes.Buffer
+		b.Grow(8 << 20)
+		b.WriteString(`{"Pod":`)
+		b.Write(p)
+		b.WriteString(`,"NodeNames":[`)
+		const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+		for i := range unknown {
+			n := i
+			var name [4]byte
+			for j := range name {
+				name[j] = alphabet[n%len(alphabet)]
+				n /= len(alphabet)
+			}
+			b.WriteByte('"')
+			b.Write(name[:])
+			b.WriteString(`",`)
+		}
+		fmt.Fprintf(&b, "%q]}", nodes[0])
+		t.Logf("filter body: %d bytes, %d unknown four-letter names and one known", b.Len(), unknown)
+		start := time.Now()
+		code, body := post("filter", b.Bytes())
+		took := time.Since(start)
+		var res extenderv1.ExtenderFilterResult
+		if code != http.StatusOK || json.Unmarshal(body, &res) != nil {
+			t.Fatalf("filter: %d %.300s", code, body)
+		}
+		if res.NodeNames == nil || len(*res.NodeNames) != 1 || (*res.NodeNames)[0] != nodes[0] || len(res.FailedNodes) != 0 || len(res.FailedAndUnresolvableNodes) != 0 {
+			t.Errorf("filter answered %.300s, want only %s passed and no unknown name listed", body, nodes[0])
+		}
+		after := vmHWM(t, pid)
+		t.Logf("answer %d bytes in %s; extender peak RSS %d MiB before, %d MiB after", len(body), took.Round(time.Millisecond), before>>20, after>>20)
+		if after >= 200<<20 {
+			t.Errorf("extender peak RSS %d MiB, want under 200 MiB", after>>20)
+		}
+		if got := ext.Metric(t, "kube_reclaim_extender_filtered_nodes_total", "reason", "unknown-node"); got < unknown {
+			t.Errorf("filtered_nodes_total{reason=unknown-node} = %v, want at least %d", got, unknown)
+		}
+		// Positive control: a normal filter still judges both nodes.
+		code, body = post("filter", extenderv1.ExtenderArgs{Pod: reclaimedPod("attack", "after", "attack", 1000, gib), NodeNames: &[]string{nodes[0], nodes[1]}})
+		if err := json.Unmarshal(body, &res); code != http.StatusOK || err != nil || res.NodeNames == nil || len(*res.NodeNames) != 2 {
+			t.Errorf("a normal filter after the attack: %d %s", code, body)
+		}
+		if !framework.Ready(ext.HealthPort) {
+			t.Error("the extender is not ready after the attack")
+		}
+	})
+}
+
+// vmHWM reads the peak resident set size (bytes) of process pid.
+func vmHWM(t *testing.T, pid int) int64 {
+	t.Helper()
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			if err != nil {
+				t.Fatalf("VmHWM %q: %v", rest, err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
+}

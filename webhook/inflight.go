@@ -1,0 +1,105 @@
+package webhook
+
+import (
+	"net/http"
+	"time"
+
+	jsoniter "github.com/json-iterator/go"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DefaultMaxInFlight bounds the reviews read and decoded at once. The
+// handler is CPU-bound and short, so a couple of slots per core keep the cores
+// busy; each slot may hold a body of up to --max-request-bytes and its
+// decoded object, so the bound is also what caps the webhook's memory
+// whatever clients send.
+const DefaultMaxInFlight = 4
+
+// Results of waiting for an in-flight slot, the label of the waits counter.
+const (
+	WaitServed   = "served"    // a slot freed in time; the review was served
+	WaitTimedOut = "timed-out" // no slot in time: node reviews allowed unchanged, pod reviews refused
+)
+
+// peekBytes is how much of a body is read, without a slot, to answer a
+// review that found no slot: the apiserver writes kind, apiVersion and
+// request.uid first.
+const peekBytes = 4 << 10
+
+// inflight is a counting semaphore over the review routes, shared by nodes
+// and pods so that the bound is one number for the whole process.
+type inflight struct {
+	slots chan struct{}
+}
+
+func newInflight(n int) *inflight {
+	if n <= 0 {
+		n = DefaultMaxInFlight
+	}
+	return &inflight{slots: make(chan struct{}, n)}
+}
+
+// acquire waits for a slot until the request's context ends or wait has
+// passed; it reports whether it got one and whether it had to wait.
+func (f *inflight) acquire(r *http.Request, wait time.Duration) (ok, waited bool) {
+	select {
+	case f.slots <- struct{}{}:
+		return true, false
+	default:
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case f.slots <- struct{}{}:
+		return true, true
+	case <-t.C:
+	case <-r.Context().Done():
+	}
+	return false, true
+}
+
+func (f *inflight) release() { <-f.slots }
+
+// reviewTimeout is the time the apiserver gives this call: it sends the
+// webhook's timeoutSeconds as the timeout query parameter (for example
+// "2s"); fallback when it is absent or not a positive duration.
+func reviewTimeout(r *http.Request, fallback time.Duration) time.Duration {
+	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
+		return d
+	}
+	return fallback
+}
+
+// peekEnvelope reads the apiVersion and request.uid of a review from the
+// start of its body, however the rest is cut off, so that a review that
+// found no slot is answered in its own version and with its own UID
+// without reading and holding the whole body.
+func peekEnvelope(prefix []byte) (apiVersion string, uid types.UID) {
+	it := reviewJSON.BorrowIterator(prefix)
+	defer reviewJSON.ReturnIterator(it)
+	for field := it.ReadObject(); field != "" && it.Error == nil; field = it.ReadObject() {
+		switch field {
+		case "apiVersion":
+			apiVersion = readString(it)
+		case "request":
+			for f := it.ReadObject(); f != "" && it.Error == nil; f = it.ReadObject() {
+				if f == "uid" {
+					return apiVersion, types.UID(readString(it))
+				}
+				it.Skip()
+			}
+			return apiVersion, uid
+		default:
+			it.Skip()
+		}
+	}
+	return apiVersion, uid
+}
+
+func readString(it *jsoniter.Iterator) string {
+	if it.WhatIsNext() != jsoniter.StringValue {
+		it.Skip()
+		return ""
+	}
+	return it.ReadString()
+}
