@@ -208,23 +208,12 @@ func TestSelfSignedLeafIsRenewedFromTheSameCA(t *testing.T) {
 	}
 }
 
-// freeAddr returns a loopback address with a port free a moment ago.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 func TestRunServesTheWebhookAndHealth(t *testing.T) {
 	certFile, keyFile := writeCertPair(t, t.TempDir(), 42)
 	o := NewOptions()
 	o.TLSCertFile, o.TLSKeyFile = certFile, keyFile
 	o.PublisherLeaseName = "" // no cluster needed
-	o.ListenAddress, o.HealthAddress, o.MetricsAddress = freeAddr(t), freeAddr(t), freeAddr(t)
+	o.ListenAddress, o.HealthAddress, o.MetricsAddress = servingtest.FreeAddr(t), servingtest.FreeAddr(t), servingtest.FreeAddr(t)
 	o.Kubeconfig = servingtest.NewReviewAPI(t).Kubeconfig // reviews the metrics scraper
 	if err := o.Validate(); err != nil {
 		t.Fatal(err)
@@ -284,7 +273,7 @@ func TestRunFailsWithoutCertificateFiles(t *testing.T) {
 	dir := t.TempDir()
 	o.TLSCertFile, o.TLSKeyFile = filepath.Join(dir, "missing.crt"), filepath.Join(dir, "missing.key")
 	o.PublisherLeaseName = ""
-	o.ListenAddress, o.HealthAddress = freeAddr(t), freeAddr(t)
+	o.ListenAddress, o.HealthAddress = servingtest.FreeAddr(t), servingtest.FreeAddr(t)
 	err := o.Run(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "serving certificate") {
 		t.Fatalf("Run = %v, want an error about the serving certificate", err)

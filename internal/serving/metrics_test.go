@@ -21,16 +21,6 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/internal/serving/servingtest"
 )
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
 // serve runs h.Serve on e until the test ends and waits for both servers.
 func serve(t *testing.T, h *serving.Health, e serving.Endpoints) {
 	t.Helper()
@@ -72,7 +62,7 @@ func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
 	api := servingtest.NewReviewAPI(t)
 	reg := prometheus.NewRegistry()
 	h := serving.NewHealth(reg)
-	e := serving.Endpoints{HealthAddress: freeAddr(t), Metrics: serving.SecureMetrics{Address: freeAddr(t), Client: reviewClient(t, api)}}
+	e := serving.Endpoints{HealthAddress: servingtest.FreeAddr(t), Metrics: serving.SecureMetrics{Address: servingtest.FreeAddr(t), Client: reviewClient(t, api)}}
 	serve(t, h, e)
 	metricsURL := "https://" + e.Metrics.Address + "/metrics"
 
@@ -127,7 +117,7 @@ func TestMetricsFailClosedWhenTheAPIServerIsGone(t *testing.T) {
 	client := reviewClient(t, api)
 	api.Close()
 	h := serving.NewHealth(prometheus.NewRegistry())
-	e := serving.Endpoints{HealthAddress: freeAddr(t), Metrics: serving.SecureMetrics{Address: freeAddr(t), Client: client}}
+	e := serving.Endpoints{HealthAddress: servingtest.FreeAddr(t), Metrics: serving.SecureMetrics{Address: servingtest.FreeAddr(t), Client: client}}
 	serve(t, h, e)
 	code, body := get(t, "https://"+e.Metrics.Address+"/metrics", servingtest.AllowedToken)
 	if code != http.StatusServiceUnavailable || !strings.Contains(body, "TokenReview") || strings.Contains(body, "go_goroutines") {
@@ -150,7 +140,7 @@ func TestMetricsServeTheCertificateFiles(t *testing.T) {
 	}
 	api := servingtest.NewReviewAPI(t)
 	h := serving.NewHealth(prometheus.NewRegistry())
-	e := serving.Endpoints{HealthAddress: freeAddr(t), Metrics: serving.SecureMetrics{Address: freeAddr(t), CertFile: certFile, KeyFile: keyFile, Client: reviewClient(t, api)}}
+	e := serving.Endpoints{HealthAddress: servingtest.FreeAddr(t), Metrics: serving.SecureMetrics{Address: servingtest.FreeAddr(t), CertFile: certFile, KeyFile: keyFile, Client: reviewClient(t, api)}}
 	serve(t, h, e)
 	conn, err := tls.Dial("tcp", e.Metrics.Address, &tls.Config{InsecureSkipVerify: true}) //nolint:gosec // reading the certificate served
 	if err != nil {
@@ -167,7 +157,7 @@ func TestMetricsServeTheCertificateFiles(t *testing.T) {
 
 func TestMetricsOffServesProbesOnly(t *testing.T) {
 	h := serving.NewHealth(prometheus.NewRegistry())
-	e := serving.Endpoints{HealthAddress: freeAddr(t)}
+	e := serving.Endpoints{HealthAddress: servingtest.FreeAddr(t)}
 	serve(t, h, e)
 	if code, _ := get(t, "http://"+e.HealthAddress+"/healthz", ""); code != http.StatusOK {
 		t.Errorf("/healthz: %d", code)
@@ -179,7 +169,7 @@ func TestMetricsOffServesProbesOnly(t *testing.T) {
 
 func TestMetricsNeedAClient(t *testing.T) {
 	h := serving.NewHealth(prometheus.NewRegistry())
-	err := h.Serve(context.Background(), serving.Endpoints{HealthAddress: freeAddr(t), Metrics: serving.SecureMetrics{Address: freeAddr(t)}})
+	err := h.Serve(context.Background(), serving.Endpoints{HealthAddress: servingtest.FreeAddr(t), Metrics: serving.SecureMetrics{Address: servingtest.FreeAddr(t)}})
 	if err == nil || !strings.Contains(err.Error(), "TokenReview") {
 		t.Errorf("Serve without a client = %v, want an error naming the reviews", err)
 	}

@@ -16,7 +16,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	configv1 "k8s.io/kube-scheduler/config/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/extender"
@@ -37,19 +36,7 @@ func TestExtenderAttacks(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	extCfg, err := extender.ExtenderConfigYAML(url, reclaimable.DefaultDomain)
-	if err != nil {
-		t.Fatal(err)
-	}
-	prof, err := extender.ReclaimedProfile(extender.SchedulerName, reclaimable.DefaultDomain, extender.StrategySpread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	profiles, err := extender.ProfilesYAML([]configv1.KubeSchedulerProfile{prof}...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, SchedulerConfig: profiles + extCfg})
+	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedulerConfigFor(t, url)})
 	// The defaults: --scheduler-name kube-reclaim-scheduler.
 	ext := framework.StartRole(t, c, "extender", "extender", fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--publisher-lease-name=")
 	const gib = int64(1 << 30)

@@ -75,10 +75,6 @@ func TestExtender(t *testing.T) {
 		t.Fatal(err)
 	}
 	url := fmt.Sprintf("http://127.0.0.1:%d", port)
-	extCfg, err := extender.ExtenderConfigYAML(url, reclaimable.DefaultDomain)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Pods take the default profile unless they name the shipped one, or
 	// the same with binpack scoring.
 	profiles := []configv1.KubeSchedulerProfile{extender.DefaultProfile(corev1.DefaultSchedulerName)}
@@ -89,11 +85,7 @@ func TestExtender(t *testing.T) {
 		}
 		profiles = append(profiles, p)
 	}
-	profilesYAML, err := extender.ProfilesYAML(profiles...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	schedCfg := profilesYAML + extCfg
+	schedCfg := schedulerConfigFor(t, url, profiles...)
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg})
 	extArgs := func(strategy string, extra ...string) []string {
 		return append([]string{fmt.Sprintf("--listen-address=127.0.0.1:%d", port), "--strategy=" + strategy, "--publisher-lease-name=",

@@ -16,7 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	configv1 "k8s.io/kube-scheduler/config/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/extender"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
@@ -113,4 +116,27 @@ func waitBindingsInEffect(t *testing.T, client kubernetes.Interface, objs []*uns
 		t.Fatalf("RBAC not in effect within 60s: still refused %v", refused)
 	}
 	t.Logf("RBAC in effect for %d bound ServiceAccount rules after %s", len(reviews), took.Round(time.Millisecond))
+}
+
+// schedulerConfigFor is the profiles and extenders sections of a
+// KubeSchedulerConfiguration whose extender is at url, one reclaimed
+// profile per name (spread) unless profiles are given.
+func schedulerConfigFor(t *testing.T, url string, profiles ...configv1.KubeSchedulerProfile) string {
+	t.Helper()
+	if len(profiles) == 0 {
+		p, err := extender.ReclaimedProfile(extender.SchedulerName, reclaimable.DefaultDomain, extender.StrategySpread)
+		if err != nil {
+			t.Fatal(err)
+		}
+		profiles = append(profiles, p)
+	}
+	profilesYAML, err := extender.ProfilesYAML(profiles...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	extCfg, err := extender.ExtenderConfigYAML(url, reclaimable.DefaultDomain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return profilesYAML + extCfg
 }

@@ -39,18 +39,6 @@ func startSchedulerPair(t *testing.T, c *cluster.Cluster, name string) *schedule
 	}
 	ext := framework.StartRole(t, c, "extender-"+name, "extender",
 		fmt.Sprintf("--listen-address=127.0.0.1:%d", extPort), "--publisher-lease-name=")
-	prof, err := extender.ReclaimedProfile(extender.SchedulerName, reclaimable.DefaultDomain, extender.StrategySpread)
-	if err != nil {
-		t.Fatal(err)
-	}
-	profiles, err := extender.ProfilesYAML(prof)
-	if err != nil {
-		t.Fatal(err)
-	}
-	extCfg, err := extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", extPort), reclaimable.DefaultDomain)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cfg := fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -59,7 +47,7 @@ leaderElection:
   leaderElect: true
   resourceName: kube-reclaim-scheduler
   resourceNamespace: default
-%s%s`, c.Kubeconfig(), profiles, extCfg)
+%s`, c.Kubeconfig(), schedulerConfigFor(t, fmt.Sprintf("http://127.0.0.1:%d", extPort)))
 	path := filepath.Join(c.Dir(), "scheduler-"+name+".yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
