@@ -138,7 +138,7 @@ func Get(t testing.TB, url, token string) (int, string) {
 // FreeAddr returns a loopback address whose port was free a moment ago.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := (&net.ListenConfig{}).Listen(context.Background(), "tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
