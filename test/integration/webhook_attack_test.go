@@ -37,6 +37,10 @@ const (
 	// maxWebhookGrowth is the growth of the webhook's RSS the attack may
 	// cause (issue 28's goal).
 	maxWebhookGrowth = 64 << 20
+	// rssCounterSlack is how far a VmRSS reading may run ahead of VmHWM:
+	// the kernel folds each thread's count in lazily, up to 64 pages (256 KiB)
+	// behind, and the webhook runs a dozen or so threads.
+	rssCounterSlack = 4 << 20
 )
 
 // TestWebhookAttack runs the real webhook role against the real apiserver
@@ -149,12 +153,16 @@ func TestWebhookAttack(t *testing.T) {
 		if len(samples) < 10 {
 			t.Fatalf("only %d RSS samples during the attack", len(samples))
 		}
-		if hwm < peak {
+		// The kernel counts RSS per thread and folds the counts in lazily,
+		// so a VmRSS reading can run a few dozen pages ahead of VmHWM; more
+		// than that would mean the sampler read another process.
+		if hwm+rssCounterSlack < peak {
 			t.Errorf("sampler inconsistent: sampled %d bytes above the kernel's high-water mark %d", peak, hwm)
 		}
-		if growth := peak - before; growth >= maxWebhookGrowth {
+		// The high-water mark also sees peaks between two samples.
+		if growth := max(peak, hwm) - before; growth >= maxWebhookGrowth {
 			t.Errorf("webhook RSS grew by %d MiB (before %d MiB, peak %d MiB), want < %d MiB",
-				growth>>20, before>>20, peak>>20, maxWebhookGrowth>>20)
+				growth>>20, before>>20, max(peak, hwm)>>20, maxWebhookGrowth>>20)
 		}
 		// The forged reviews reached the mutator rather than being turned
 		// away before it.
