@@ -231,7 +231,7 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 			continue
 		}
 		r := row{ID: "P2", What: fmt.Sprintf("%s, %d kwok nodes, %d pods each", what, sched.Nodes, sched.Pods),
-			Measured: sched.Reclaimed.PodsPerSecond, Baseline: sched.Native.PodsPerSecond, Unit: "pods/s", Relative: true, GoalOp: atLeast, Goal: 0.8,
+			Measured: sched.Reclaimed.PodsPerSecond, Baseline: sched.Native.PodsPerSecond, Unit: "pods/s", Relative: true, GoalOp: atLeast, Goal: p2Goal,
 			Note: fmt.Sprintf("real kube-scheduler, reclaimed pods on profile %s (percentageOfNodesToScore %d), native pods on %s; extender --kube-api-qps=%d",
 				extender.SchedulerName, sched.PercentageOfNodesToScore, corev1.DefaultSchedulerName, sched.ExtenderQPS)}
 		if n := sched.Reclaimed.NodesPerCall; len(n) > 0 {
