@@ -203,6 +203,9 @@ func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now 
 			var uc, um int64
 			if best >= 0 {
 				uc, um = podCPU[best], podMem[best]
+				if p.Reclaimed {
+					uc, um = min(uc, p.Grant.CPUMilli), min(um, p.Grant.MemoryBytes)
+				}
 				a.podsCPU += uc
 				a.podsMem += um
 			}
@@ -395,7 +398,7 @@ func (c *Calculator) note(k noteKey) string {
 	case noteCap:
 		s = formatPPM(k.a) + " of allocatable at most"
 	case notePeak:
-		what := "node usage minus reclaimed pods' usage"
+		what := "node usage minus reclaimed pods' usage (each at most its grant)"
 		if k.mur {
 			what = "system usage plus each measured regular pod's max(usage, request)"
 		}

@@ -25,7 +25,13 @@ func regular(name string, cpu, mem int64, samples ...Sample) Pod {
 // reclaimed pods carry large native requests to prove they are ignored.
 func reclaimedPod(name string, samples ...Sample) Pod {
 	return Pod{Namespace: "batch", Name: name, UID: "uid-" + name, Reclaimed: true,
-		Requests: reclaimable.Resources{CPUMilli: 9999, MemoryBytes: 9999}, StartTime: ago(3600), Samples: samples}
+		Requests: reclaimable.Resources{CPUMilli: 9999, MemoryBytes: 9999}, Grant: reclaimable.Resources{CPUMilli: 1 << 40, MemoryBytes: 1 << 50},
+		StartTime: ago(3600), Samples: samples}
+}
+
+func withGrant(p Pod, cpuMilli, memBytes int64) Pod {
+	p.Grant = reclaimable.Resources{CPUMilli: cpuMilli, MemoryBytes: memBytes}
+	return p
 }
 
 func node(alloc reclaimable.Resources, pods []Pod, samples ...Sample) Node {
@@ -204,6 +210,21 @@ func computeCases() []computeCase {
 			// 4000 - 1400 - 2000 = 600; 10000 - 3500 - 4000 = 2500
 			wantCPU: 600, wantMem: 2500,
 			cpuTerms: map[string]int64{"unmeasured-requests": 0},
+		},
+		{
+			// A report of more than the grant is not the pod's (kubelet caps it
+			// there); a forged one from another node moves the room by the
+			// grant at most.
+			name: "a reclaimed pod's usage counts only up to its grant",
+			node: node(alloc4k10k, []Pod{
+				withGrant(reclaimedPod("r", smp(15, 1500, 2500)), 500, 1000),
+			}, smp(15, 3000, 6000)),
+			settings: testSettings(),
+			// regular: cpu 3000-min(1500,500)=2500; mem 6000-min(2500,1000)=5000
+			// 4000 - 1400 - 2500 = 100; 10000 - 3500 - 5000 = 1500
+			wantCPU: 100, wantMem: 1500,
+			cpuTerms: map[string]int64{"regular-peak-usage": 2500, "system-usage": 2500},
+			memTerms: map[string]int64{"regular-peak-usage": 5000, "system-usage": 5000},
 		},
 		{
 			name:     "reclaimed usage above node usage never makes regular usage negative",
@@ -619,7 +640,7 @@ func TestExplanationNotes(t *testing.T) {
 	r := Compute(&n, testSettings(func(s *Settings) { s.Peak = Percentile(95) }), now, 2*time.Minute)
 	want := map[string]string{
 		"margin":              "35% of allocatable kept unreclaimed",
-		"regular-peak-usage":  "p95 over 5m0s of 2 samples: node usage minus reclaimed pods' usage",
+		"regular-peak-usage":  "p95 over 5m0s of 2 samples: node usage minus reclaimed pods' usage (each at most its grant)",
 		"unmeasured-requests": "requests of 1 regular pods without usage samples",
 		"cap":                 "100% of allocatable at most",
 	}

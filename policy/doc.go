@@ -20,7 +20,8 @@
 //     it only hands out capacity no regular pod has requested.
 //   - Regular work is everything that is not a reclaimed pod. At each node
 //     usage sample, its usage is the node usage minus the usage of the
-//     reclaimed pods at that instant (never negative); system usage is the
+//     reclaimed pods at that instant, each at most its grant (never
+//     negative); system usage is the
 //     node usage beyond all its pods (never negative). For max-usage-request
 //     it is system usage plus, for each measured regular pod, max(usage,
 //     request).

@@ -33,6 +33,12 @@ type Pod struct {
 	// the reclaimed-cpu/-memory extended resources). Their requests are not
 	// regular requests and their usage is subtracted from the node usage.
 	Reclaimed bool
+	// Grant is what a reclaimed pod requests of the reclaimed resources.
+	// kubelet enforces it as the pod's limits, so usage reported above it
+	// cannot be the pod's: only up to the grant is subtracted. That also
+	// bounds what a forged report of the pod's usage can add to the room,
+	// since metrics.k8s.io does not say which node reported a pod.
+	Grant reclaimable.Resources
 	// StartTime is status.startTime; zero while the pod has not started. A
 	// regular pod that has not started, or started after the newest node
 	// sample, cannot be part of the measured usage and counts at its request.

@@ -55,7 +55,7 @@ func (c *schedulerConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.extenderQPS, "extender-qps", 500, "the extender's --kube-api-qps (burst twice that); 500 is what test/cluster gives kube-scheduler, the deployed default is 50")
 	fs.Int64Var(&c.cpuMilli, "cpu", 100, "CPU per pod in millicores (reclaimed-cpu or cpu)")
 	fs.Int64Var(&c.memBytes, "memory", 128<<20, "memory per pod in bytes (reclaimed-memory or memory)")
-	fs.DurationVar(&c.heartbeat, "heartbeat", 10*time.Second, "kwok node status write interval: 10s writes as often as a kubelet computes its status, a load above the 5m at which a kubelet with node Leases posts an unchanged one")
+	fs.DurationVar(&c.heartbeat, "heartbeat", 5*time.Minute, "kwok node status write interval: 5m is when a kubelet with node Leases posts an unchanged status; 10s writes as often as it computes one, a background that took most of this machine's two cores")
 	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 2*time.Minute, "give up waiting for a phase's pods to be bound after this")
 	fs.BoolVar(&c.reclaimedFirst, "reclaimed-first", false, "time the reclaimed phase before the native one")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "if set, write kube-scheduler's CPU profile (the first 4s) and execution trace (the next 2s) of each timed phase there")

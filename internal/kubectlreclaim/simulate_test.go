@@ -164,7 +164,7 @@ func item(t *testing.T, r *SimulationReport, name string) *SimulatedNode {
 const defaultCPUBase, defaultMemBase = int64(6500), int64(10<<30) * 65 / 100
 
 func TestSimulateComputesTheDefaultPolicyFromNodesPodsAndMetrics(t *testing.T) {
-	batch := pod("default", "batch", "busy", "1500", "", corev1.PodRunning)
+	batch := pod("default", "batch", "busy", "1500", "1Gi", corev1.PodRunning)
 	batch.Status.StartTime = &metav1.Time{Time: now.Add(-time.Hour)}
 	w := simWorld{
 		objects: []runtime.Object{simNode("idle", nil), simNode("busy", nil), batch, regularPod("web", "busy", "1", "1Gi")},
@@ -184,7 +184,7 @@ func TestSimulateComputesTheDefaultPolicyFromNodesPodsAndMetrics(t *testing.T) {
 	if busy.RegularUsage == nil || *busy.RegularUsage != res(3500, 2<<30) {
 		t.Errorf("busy: regular usage %+v, want 3500m/2Gi", busy.RegularUsage)
 	}
-	if busy.Held != res(1500, 0) || busy.Allocatable != res(10000, 10<<30) || busy.Policy != "usage" {
+	if busy.Held != res(1500, 1<<30) || busy.Allocatable != res(10000, 10<<30) || busy.Policy != "usage" {
 		t.Errorf("busy: held %+v allocatable %+v policy %q", busy.Held, busy.Allocatable, busy.Policy)
 	}
 	if r.Installed || idle.Published != nil || idle.Difference != nil {

@@ -151,7 +151,7 @@ func (a *Assembler) Node(name string, capacity, allocatable reclaimable.Resource
 		}
 		held = held.Add(pod.Reclaimed)
 		pp := policy.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID),
-			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), StartTime: pod.StartTime()}
+			Requests: pod.Requests, Reclaimed: !pod.Reclaimed.IsZero(), Grant: pod.Reclaimed, StartTime: pod.StartTime()}
 		if a.hist != nil {
 			if !pod.series.Live() {
 				pod.series = a.ownSeries(pod)
