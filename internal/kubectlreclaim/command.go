@@ -130,6 +130,7 @@ func NewCommand(o *Options) *cobra.Command {
   kubectl reclaim explain NODE   every term of the policy formula behind a node's values
   kubectl reclaim pods           the pods using reclaimed resources, where they run or why they wait
   kubectl reclaim simulate       what a policy would reclaim on every node, read-only, installed or not
+  kubectl reclaim uninstall      after kubectl delete -k: remove the annotation and reclaimed resources from every node
 
 Resource cells show cpu/memory: CPU in cores or millicores (2, 2500m), memory in
 binary units (512Mi, 2.5Gi). As with kubectl get, nodes and pods print with
@@ -152,7 +153,7 @@ json and yaml carry exact integers (millicores and bytes).`,
 		"Domain of the reclaimed resources and the node annotation (<domain>/reclaimed-cpu, <domain>/reclaimable); must match the one kube-reclaim runs with.")
 	fs.Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize,
 		"Return large lists in chunks rather than all at once. Pass 0 to disable.")
-	root.AddCommand(newNodesCommand(o), newExplainCommand(o), newPodsCommand(o), newSimulateCommand(o))
+	root.AddCommand(newNodesCommand(o), newExplainCommand(o), newPodsCommand(o), newSimulateCommand(o), newUninstallCommand(o))
 	return root
 }
 

@@ -16,7 +16,6 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
-	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
 // TestPodEnforcement registers the shipped webhook configuration (both
@@ -38,16 +37,7 @@ func TestPodEnforcement(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wh := startWebhook(t, c, t.TempDir(), port, "--publisher-lease-name=")
-	cfg := webhook.MutatingWebhookConfiguration("kube-reclaim-webhook",
-		webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), c.CA().CertPEM))
-	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("the apiserver refuses the shipped configuration (matchCondition CEL?): %v", err)
-	}
+	wh := registerWebhook(t, c, "--publisher-lease-name=")
 	reviews := func() float64 { return wh.Metric(t, "kube_reclaim_webhook_pod_review_duration_seconds_count") }
 
 	// The apiserver applies a new configuration within a second or so: wait

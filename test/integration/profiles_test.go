@@ -19,7 +19,6 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
-	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
 // writePolicy replaces the policy file atomically, as a ConfigMap volume
@@ -75,17 +74,8 @@ profiles:
   schedulerName: kube-reclaim-scheduler
   priorityClassName: batch-low
 `)
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wh := startWebhook(t, c, t.TempDir(), port, "--publisher-lease-name=",
+	wh := registerWebhook(t, c, "--publisher-lease-name=",
 		"--config="+policyFile, "--config-reload-interval=200ms")
-	cfg := webhook.MutatingWebhookConfiguration("kube-reclaim-webhook",
-		webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), c.CA().CertPEM))
-	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 
 	// The apiserver applies a new configuration within a second or so.
 	var stored *corev1.Pod

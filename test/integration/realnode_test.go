@@ -156,17 +156,9 @@ func TestRealNode(t *testing.T) {
 	})
 
 	t.Run("with only kubelet writing, the webhook keeps the reclaimed values through its writes, a restart and a fresh registration", func(t *testing.T) {
-		port, err := cluster.FreePort()
-		if err != nil {
-			t.Fatal(err)
-		}
 		// Publisher liveness is not required: no publisher runs here.
-		startWebhook(t, c, t.TempDir(), port, "--stale-after=1h", "--publisher-lease-name=")
-		cfg := webhook.MutatingWebhookConfiguration("kube-reclaim-webhook",
-			webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), c.CA().CertPEM))
-		if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		wh := registerWebhook(t, c, "--stale-after=1h", "--publisher-lease-name=")
+		cfg := wh.Config
 		// Below the machine's native CPU (2 cores on the smallest machine the
 		// suite runs on): the webhook clamps anything above native allocatable.
 		const cpu, mem = 1500, 3 << 30
@@ -211,17 +203,8 @@ func TestRealNode(t *testing.T) {
 					t.Fatal(err)
 				}
 			}()
-			// The apiserver drops the webhook from its chain asynchronously:
-			// write status values the webhook would replace with the
-			// annotation's until one is stored as written, then put the
-			// annotation's back, as the webhook left them.
-			probe := map[string]any{string(names.CPU): "1", string(names.Memory): "1"}
-			if _, ok := framework.Poll(60*time.Second, time.Second, func() bool {
-				n, err := framework.PatchNode(ctx, c, nodeName, map[string]any{"status": map[string]any{"capacity": probe, "allocatable": probe}}, "status")
-				return err == nil && framework.ViewOf(n, time.Now(), time.Hour).Capacity == reclaimable.Resources{CPUMilli: 1, MemoryBytes: 1}
-			}); !ok {
-				t.Fatal("the webhook still replaced status values 60s after its configuration was deleted")
-			}
+			// Then put the annotation's values back, as the webhook left them.
+			waitWebhookDropped(t, c, nodeName)
 			restore := map[string]any{string(names.CPU): fmt.Sprint(cpu), string(names.Memory): fmt.Sprint(mem)}
 			framework.MustPatchNode(t, c, nodeName, map[string]any{"status": map[string]any{"capacity": restore, "allocatable": restore}}, "status")
 			if err := rn.Reregister(ctx, false); err != nil {
@@ -325,6 +308,59 @@ func TestRealNode(t *testing.T) {
 		}
 	})
 
+	t.Run("uninstall: after the webhook is gone the reclaimed values leave the node for good, and a running batch pod survives a kubelet restart", func(t *testing.T) {
+		// A batch pod running on the room the webhook keeps in status.
+		l := corev1.ResourceList{names.CPU: *resource.NewQuantity(500, resource.DecimalSI), names.Memory: *resource.NewQuantity(64<<20, resource.BinarySI)}
+		survivor := runPod(t, c, workloadPod(ns, "survivor", nodeName, corev1.ResourceRequirements{Requests: l, Limits: l}), corev1.PodRunning, 90*time.Second)
+		if v := view(t, c, nodeName); v.Capacity.CPUMilli == 0 {
+			t.Fatalf("positive control: the node advertises no reclaimed CPU before the clean-up: %+v", v.Capacity)
+		}
+		// kubectl delete -k removes the webhook.
+		if err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(ctx, "kube-reclaim-webhook", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		waitWebhookDropped(t, c, nodeName)
+		out, err := runReclaim(ctx, c, "uninstall")
+		if err != nil {
+			t.Fatalf("uninstall: %v\n%s", err, out)
+		}
+		if !strings.Contains(out, "node/"+nodeName+" cleaned") || !strings.Contains(out, ns+"/survivor") {
+			t.Errorf("uninstall output lacks the node or the running batch pod:\n%s", out)
+		}
+		// Every look through kubelet's status writes and a restart (which
+		// re-admits every pod): nothing of kube-reclaim on the node, and the
+		// batch pod keeps running.
+		looks, carrying := 0, 0
+		look := func() {
+			looks++
+			n := view(t, c, nodeName).Node
+			_, ann := n.Annotations[names.Annotation]
+			_, inCap := n.Status.Capacity[names.CPU]
+			_, inAlloc := n.Status.Allocatable[names.CPU]
+			if ann || inCap || inAlloc {
+				carrying++
+				t.Errorf("look %d: the node carries kube-reclaim's values again (annotation %v, capacity %v, allocatable %v)", looks, ann, inCap, inAlloc)
+			}
+		}
+		restart := time.Now()
+		if err := rn.RestartKubelet(ctx); err != nil {
+			t.Fatal(err)
+		}
+		framework.Poll(30*time.Second, time.Second, func() bool { look(); return false })
+		framework.WaitHeartbeat(t, c, nodeName, restart, statusWrite)
+		look()
+		p, err := c.Client.CoreV1().Pods(ns).Get(ctx, survivor.Name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Status.Phase != corev1.PodRunning || len(p.Status.ContainerStatuses) != 1 || p.Status.ContainerStatuses[0].RestartCount != 0 ||
+			p.Status.ContainerStatuses[0].State.Running == nil {
+			t.Errorf("the batch pod after the clean-up and a kubelet restart: phase %s reason %q, containers %+v", p.Status.Phase, p.Status.Reason, p.Status.ContainerStatuses)
+		}
+		t.Logf("%d looks over a kubelet restart and its status writes: %d carried kube-reclaim's values; batch pod %s %s", looks, carrying, p.Name, p.Status.Phase)
+		framework.DeleteAllPods(t, c, ns)
+	})
+
 	t.Run("kubelet's sysctl writes stay in its mount namespace", func(t *testing.T) {
 		pid := rn.Kubelet().PID()
 		inside, err := os.ReadFile(fmt.Sprintf("/proc/%d/root/proc/sys/vm/overcommit_memory", pid))
@@ -411,6 +447,21 @@ func readHostState() hostState {
 		h.paths[p] = err == nil
 	}
 	return h
+}
+
+// waitWebhookDropped waits, after the webhook configuration was deleted,
+// until the API server has dropped the webhook from its chain (it does so
+// asynchronously): until status values the webhook would replace are stored
+// as written.
+func waitWebhookDropped(t *testing.T, c *cluster.Cluster, node string) {
+	t.Helper()
+	probe := map[string]any{string(names.CPU): "1", string(names.Memory): "1"}
+	if _, ok := framework.Poll(60*time.Second, time.Second, func() bool {
+		n, err := framework.PatchNode(context.Background(), c, node, map[string]any{"status": map[string]any{"capacity": probe, "allocatable": probe}}, "status")
+		return err == nil && framework.ViewOf(n, time.Now(), time.Hour).Capacity == reclaimable.Resources{CPUMilli: 1, MemoryBytes: 1}
+	}); !ok {
+		t.Fatal("the webhook still replaced status values 60s after its configuration was deleted")
+	}
 }
 
 // workloadPod runs the locally built workload image on a real node.

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
-	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
 // TestWebhookCountsAMissingPublisherLeaseAsDown: a webhook that tracks the
@@ -30,16 +28,7 @@ func TestWebhookCountsAMissingPublisherLeaseAsDown(t *testing.T) {
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	startWebhook(t, c, t.TempDir(), port, "--stale-after=10m", "--publisher-lease-namespace="+ns, "--publisher-lease-name="+lease)
-	cfg := webhook.MutatingWebhookConfiguration("kube-reclaim-webhook",
-		webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), c.CA().CertPEM))
-	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	registerWebhook(t, c, "--stale-after=10m", "--publisher-lease-namespace="+ns, "--publisher-lease-name="+lease)
 	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
 	node := nodes[0]
 	// A fresh annotation, rewritten before each phase so that only the Lease

@@ -53,22 +53,10 @@ func TestWebhookAttack(t *testing.T) {
 	ctx := context.Background()
 	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: 4 * time.Second, NoMetricsServer: true, NoScheduler: true})
 	nodes := framework.AddReadyNodes(t, c, 1, cluster.NodeSpec{NamePrefix: "atk", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, time.Minute)
-	port, err := cluster.FreePort()
-	if err != nil {
-		t.Fatal(err)
-	}
-	wh := startWebhook(t, c, t.TempDir(), port, "--stale-after=1m", "--publisher-lease-name=")
-	cfg := webhook.MutatingWebhookConfiguration("kube-reclaim-webhook",
-		webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), c.CA().CertPEM))
-	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	wh := registerWebhook(t, c, "--stale-after=1m", "--publisher-lease-name=")
+	port := wh.Port
 	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
-	if _, ok := framework.Poll(2*heartbeat, 500*time.Millisecond, func() bool {
-		return wh.Metric(t, "kube_reclaim_webhook_review_duration_seconds_count") > 0
-	}); !ok {
-		t.Fatal("the apiserver never called the webhook on a heartbeat")
-	}
+	wh.waitNodeReview(t, 2*heartbeat)
 	// realNodeMutated is the positive control: an annotation with new
 	// values, then the node's next status write through the apiserver
 	// carries them.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,31 +60,53 @@ func startWebhook(t *testing.T, c *cluster.Cluster, certDir string, port int, ex
 	return framework.StartRole(t, c, "webhook", "webhook", args...)
 }
 
-func TestWebhook(t *testing.T) {
-	ctx := context.Background()
-	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: 4 * time.Second, NoMetricsServer: true})
-	nodes := framework.AddReadyNodes(t, c, 3, cluster.NodeSpec{NamePrefix: "wh", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, time.Minute)
+// registeredWebhook is the webhook role, started with a serving certificate
+// of the test CA and registered with the API server under the shipped
+// configuration, pointing at 127.0.0.1.
+type registeredWebhook struct {
+	*framework.Role
+	Config  *admissionregistrationv1.MutatingWebhookConfiguration
+	Port    int
+	CertDir string
+}
+
+func registerWebhook(t *testing.T, c *cluster.Cluster, extra ...string) registeredWebhook {
+	t.Helper()
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
 	certDir := t.TempDir()
-	wh := startWebhook(t, c, certDir, port, "--stale-after=1m", "--publisher-lease-name=")
+	wh := startWebhook(t, c, certDir, port, extra...)
 	cfg := webhook.MutatingWebhookConfiguration("kube-reclaim-webhook",
 		webhook.URLClientConfig(fmt.Sprintf("https://127.0.0.1:%d%s", port, webhook.Path), c.CA().CertPEM))
-	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, cfg, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	if _, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(context.Background(), cfg, metav1.CreateOptions{}); err != nil {
+		t.Fatalf("the apiserver refuses the shipped webhook configuration: %v", err)
 	}
-	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
-	// The apiserver loads a new configuration through an informer: a
-	// heartbeat right after the create may still go unreviewed. Each
-	// subtest asserts on the next heartbeat, so start once a heartbeat has
-	// been reviewed.
-	if _, ok := framework.Poll(2*heartbeat, 500*time.Millisecond, func() bool {
-		return wh.Metric(t, "kube_reclaim_webhook_review_duration_seconds_count") > 0
+	return registeredWebhook{Role: wh, Config: cfg, Port: port, CertDir: certDir}
+}
+
+// waitNodeReview waits for the first node review: the apiserver loads a new
+// configuration through an informer, so a heartbeat right after the create
+// may still go unreviewed, and a test asserting on the next heartbeat
+// starts once one has been reviewed.
+func (w registeredWebhook) waitNodeReview(t *testing.T, within time.Duration) {
+	t.Helper()
+	if _, ok := framework.Poll(within, 500*time.Millisecond, func() bool {
+		return w.Metric(t, "kube_reclaim_webhook_review_duration_seconds_count") > 0
 	}); !ok {
 		t.Fatal("the apiserver never called the webhook on a heartbeat")
 	}
+}
+
+func TestWebhook(t *testing.T) {
+	ctx := context.Background()
+	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: 4 * time.Second, NoMetricsServer: true})
+	nodes := framework.AddReadyNodes(t, c, 3, cluster.NodeSpec{NamePrefix: "wh", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, time.Minute)
+	wh := registerWebhook(t, c, "--stale-after=1m", "--publisher-lease-name=")
+	port, certDir := wh.Port, wh.CertDir
+	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
+	wh.waitNodeReview(t, 2*heartbeat)
 
 	t.Run("a fresh annotation lands equal in capacity and allocatable on the next heartbeat and survives removal", func(t *testing.T) {
 		framework.SetAnnotation(t, c, nodes[0], reclaimable.Annotation{CPUMilli: 3000, MemoryBytes: 2 << 30, Policy: "usage", WriteTime: time.Now()})
