@@ -19,6 +19,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"io"
 	"os"
 	"os/signal"
@@ -34,6 +35,7 @@ commands:
   scheduler  P2: scheduling throughput through the extender vs native resources, real kube-scheduler
   rss        P4: publisher and extender RSS as real processes, against a fake API server holding 5000 nodes / 150,000 pods
   scale      P4: publisher and extender RSS and CPU as real processes on the real local control plane, 1000 kwok nodes / 20,000 pods
+  replay     R: the shared real trace (../shared/traces) through the policy, beside the baselines (issue 30)
   all        every benchmark, one table (stdout) and JSON (-o, default bench-results.json)
 
 Run a command with -h for its flags.
@@ -78,6 +80,16 @@ func run() int {
 		cfg.flags(fs)
 		_ = fs.Parse(args)
 		_, err = runScale(ctx, cfg, os.Stdout)
+	case "replay":
+		charts := fs.String("charts", "", "write the charts to this directory (e.g. docs)")
+		_ = fs.Parse(args)
+		var root string
+		if root, err = cluster.RepoRoot(); err == nil {
+			var r *replayResult
+			if r, err = runReplay(ctx, root, *charts, os.Stdout); err == nil {
+				renderTable(os.Stdout, describeMachine(), replayRows(r, nil))
+			}
+		}
 	case "all":
 		var cfg allConfig
 		cfg.flags(fs)

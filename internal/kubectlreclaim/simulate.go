@@ -53,6 +53,9 @@ type SimulateOptions struct {
 	Selector          string
 	// Node is the positional argument: explain-level detail for one node.
 	Node string
+	// History is --history: replay a usage file instead of reading the
+	// cluster (simulate_history.go).
+	History history
 }
 
 func newSimulateCommand(o *Options) *cobra.Command {
@@ -80,7 +83,13 @@ window is then just the current usage. With --duration it samples every
 window has something to take the peak of.
 
 --compare evaluates a second policy file on the same input, side by side.
-simulate NODE shows every term of the formula for that node, as explain does.`,
+simulate NODE shows every term of the formula for that node, as explain does.
+
+--history FILE reads no cluster: it replays a CSV of recorded per-pod usage
+through the same policy, write gating and eviction controller, step by step,
+under -f (the file's default block) and --compare beside two baselines, and
+prints per policy the reclaimed share, the violations and the evictions
+(docs/design.md, "Replay").`,
 		Example: `  # What would the default policy give back on this cluster?
   kubectl reclaim simulate
   # The same with five minutes of usage, largest first.
@@ -89,11 +98,16 @@ simulate NODE shows every term of the formula for that node, as explain does.`,
   kubectl reclaim simulate --from-cluster --compare new-policy.yaml
   # Every term for one node, under a policy file.
   kubectl reclaim simulate node-1 -f policy.yaml
-  kubectl reclaim simulate -o json --pod-shape cpu=500m,memory=1Gi`,
+  kubectl reclaim simulate -o json --pod-shape cpu=500m,memory=1Gi
+  # Replay a month of recorded usage through the default policy and a candidate.
+  kubectl reclaim simulate --history usage.csv.gz --node-cpu 32 --node-memory 128Gi --compare new-policy.yaml`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 1 {
 				s.Node = args[0]
+			}
+			if s.History.File != "" {
+				return s.runHistory(cmd.Context())
 			}
 			if err := s.Validate(); err != nil {
 				return err
@@ -116,6 +130,7 @@ simulate NODE shows every term of the formula for that node, as explain does.`,
 	fs.StringVar(&s.SortBy, "sort-by", s.SortBy, "Sort the rows by one of: "+strings.Join(simulateSortKeys.names(), ", ")+
 		". Values sort largest first, name and ties alphabetically.")
 	fs.StringVarP(&s.Selector, "selector", "l", s.Selector, "Label selector of the nodes (like kubectl get -l).")
+	s.History.addFlags(fs)
 	return cmd
 }
 
