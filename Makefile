@@ -5,6 +5,9 @@
 GO        ?= go
 CACHE     ?= $(if $(KUBE_RECLAIM_CACHE),$(KUBE_RECLAIM_CACHE),$(CURDIR)/.cache)
 VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The repository is the one deploy/ names (deploy/components/version sets its tag).
+IMAGE     ?= ghcr.io/kube-reclaim/kube-reclaim:$(VERSION)
+IMAGE_PLATFORMS ?= linux/amd64,linux/arm64
 LDFLAGS   := -s -w -X github.com/kube-reclaim/kube-reclaim/internal/version.Version=$(VERSION)
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(CACHE)/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-lint
@@ -15,15 +18,18 @@ FUZZTIME ?= 30s
 BENCH_FLAGS ?=
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 
-.PHONY: all build test test-unit test-integration lint fmt vet tools cluster-up cluster-down clean image manifests demo docs bench fuzz
+.PHONY: all build test test-unit test-integration lint fmt vet tools cluster-up cluster-down clean image image-push manifests demo docs bench fuzz
 
 all: build
 
 build: ## Build bin/kube-reclaim and bin/kubectl-reclaim
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/ ./cmd/...
 
-image: ## Build the container image with docker build (needs a Docker engine with BuildKit; the development machine has none). IMAGE=name:tag names it
-	docker build --build-arg VERSION=$(VERSION) -t $(if $(IMAGE),$(IMAGE),ghcr.io/kube-reclaim/kube-reclaim:$(VERSION)) .
+image: ## Build the image (linux/amd64 and linux/arm64, one OCI index) without Docker: dist/kube-reclaim.oci (OCI layout) and dist/kube-reclaim.oci.tar (for ctr image import); IMAGE=name:tag names it
+	$(GO) run ./hack/image -version '$(VERSION)' -name '$(IMAGE)' -platforms '$(IMAGE_PLATFORMS)'
+
+image-push: ## Build the image as make image does and push it to IMAGE=registry/name:tag (credentials of docker login's config)
+	$(GO) run ./hack/image -version '$(VERSION)' -name '$(IMAGE)' -platforms '$(IMAGE_PLATFORMS)' -push
 
 manifests: ## Render every deploy/ overlay to dist/<overlay>.yaml (kustomize Go API; no kubectl needed)
 	$(GO) run ./hack/manifests -o dist
@@ -36,7 +42,7 @@ test-unit: ## Unit tests with the race detector
 test-integration: tools ## Integration tests against the real local cluster
 	$(GO) test -count=1 $(INTEGRATION_FLAGS) ./test/...
 
-tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet; install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
+tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy; install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
 	$(GO) run ./hack/tools
 
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned)
