@@ -26,7 +26,9 @@ type tool struct {
 	module string // module whose version names the cache entry
 	// ldflags are extra linker flags; they are part of the cache key.
 	ldflags string
-	bins    map[string]string // package path -> binary name
+	// tags are build tags; they are part of the cache key.
+	tags string
+	bins map[string]string // package path -> binary name
 	// extra copies files out of the built module's source (for example kwok's
 	// CRDs), relative to the module directory, into the cache entry.
 	extra []string
@@ -68,6 +70,22 @@ var kubeletTool = tool{name: "kubelet", module: "k8s.io/kubernetes",
 	bins: map[string]string{"k8s.io/kubernetes/cmd/kubelet": "kubelet"},
 	ldflags: "-X k8s.io/component-base/version.gitVersion=v1.34.4" +
 		" -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=34",
+}
+
+// kubeProxyTool builds kube-proxy for real nodes in their own network
+// namespaces (Services and in-cluster configuration), from a wrapper module
+// of its own for the same reason as kubelet's.
+var kubeProxyTool = tool{name: "kube-proxy", module: "k8s.io/kubernetes",
+	bins:    map[string]string{"k8s.io/kubernetes/cmd/kube-proxy": "kube-proxy"},
+	ldflags: kubeletTool.ldflags,
+}
+
+// kubectlTool builds the kubectl users run, for the install test's real
+// `kubectl apply -k`; a wrapper module of its own for the same reason as
+// kubelet's.
+var kubectlTool = tool{name: "kubectl", module: "k8s.io/kubernetes",
+	bins:    map[string]string{"k8s.io/kubernetes/cmd/kubectl": "kubectl"},
+	ldflags: kubeletTool.ldflags,
 }
 
 // Binaries are the absolute paths of the control-plane programs.
@@ -197,6 +215,20 @@ func buildEstimate(missing []tool, binDir string) string {
 
 // EnsureKubelet returns the cached kubelet, building it when missing.
 func EnsureKubelet(ctx context.Context, log io.Writer) (string, error) {
+	return ensureNodeTool(ctx, kubeletTool, "kubelet", log)
+}
+
+// EnsureKubeProxy returns the cached kube-proxy, building it when missing.
+func EnsureKubeProxy(ctx context.Context, log io.Writer) (string, error) {
+	return ensureNodeTool(ctx, kubeProxyTool, "kube-proxy", log)
+}
+
+// EnsureKubectl returns the cached kubectl, building it when missing.
+func EnsureKubectl(ctx context.Context, log io.Writer) (string, error) {
+	return ensureNodeTool(ctx, kubectlTool, "kubectl", log)
+}
+
+func ensureNodeTool(ctx context.Context, t tool, bin string, log io.Writer) (string, error) {
 	if log == nil {
 		log = io.Discard
 	}
@@ -208,12 +240,11 @@ func EnsureKubelet(ctx context.Context, log io.Writer) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	t := kubeletTool
 	d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.name), filepath.Join(cache, "bin"), log)
 	if err != nil {
 		return "", fmt.Errorf("building %s: %w", t.name, err)
 	}
-	return filepath.Join(d, "kubelet"), nil
+	return filepath.Join(d, bin), nil
 }
 
 // cacheKey names a cache entry: the pinned version for people, and a hash of
@@ -234,6 +265,9 @@ func cacheKey(t tool, modDir string) (string, error) {
 	h.Write([]byte(runtime.Version()))
 	if t.ldflags != "" { // keeps the keys of tools without extra flags unchanged
 		h.Write([]byte(t.ldflags))
+	}
+	if t.tags != "" {
+		h.Write([]byte("tags=" + t.tags))
 	}
 	if version == "" {
 		return "", fmt.Errorf("%s/go.mod does not require %s", modDir, t.module)
@@ -280,7 +314,7 @@ func ensureTool(ctx context.Context, t tool, modDir, binDir string, log io.Write
 	start := time.Now()
 	fmt.Fprintf(log, "building %s into %s (first use of this version; takes minutes)\n", t.name, dest)
 	for pkg, name := range t.bins {
-		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags=-s -w "+t.ldflags, "-o", filepath.Join(tmp, name), pkg)
+		cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-tags="+t.tags, "-ldflags=-s -w "+t.ldflags, "-o", filepath.Join(tmp, name), pkg)
 		cmd.Dir = modDir
 		cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
 		var out bytes.Buffer

@@ -5,7 +5,9 @@
 // from the Go module proxy on first use and cached (see EnsureBinaries).
 // AddRealNode adds real nodes beside the kwok ones: kubelet with its own
 // containerd and runc, for what only a real kubelet does (status
-// recomputation, registration, admission, cgroup limits).
+// recomputation, registration, admission, cgroup limits); with
+// RealNodeSpec.NetworkNamespace each is a machine of its own on the
+// network, with kube-proxy, so Services and in-cluster configuration work.
 package cluster
 
 import (
@@ -53,6 +55,12 @@ type Options struct {
 	// AuditPolicy, when set, enables the apiserver audit log with this policy
 	// YAML; AuditLogPath() then names the log file.
 	AuditPolicy string
+	// EndpointRouting makes the apiserver call webhooks and aggregated APIs
+	// backed by a Service at one of the Service's endpoints (pod IPs, which
+	// the host routes to nodes in network namespaces) rather than at its
+	// ClusterIP, which only kube-proxy inside those namespaces serves; a
+	// real control-plane machine runs kube-proxy itself (--enable-aggregator-routing).
+	EndpointRouting bool
 	// Log receives progress lines (building, starting, ready). Nil: discarded.
 	Log io.Writer
 }
@@ -98,6 +106,9 @@ type Cluster struct {
 	stopped bool
 	// realNodes are stopped before the control plane (AddRealNode).
 	realNodes []*RealNode
+	// apiRelay serves the API at APIAddress for nodes in network
+	// namespaces (serveAPIOnNodeNetwork).
+	apiRelay net.Listener
 }
 
 // Component names accepted by Process, StopComponent and StartComponent.
@@ -298,8 +309,12 @@ func (c *Cluster) writeFiles() error {
 		}
 	}
 	loop := []net.IP{net.ParseIP("127.0.0.1")}
-	issue(c.ca, "apiserver", CertSpec{CommonName: "kube-apiserver", Server: true, IPs: loop,
-		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"}})
+	// Nodes in network namespaces reach the apiserver at APIAddress, their
+	// pods at the kubernetes Service's ClusterIP.
+	apiIPs := []net.IP{loop[0], net.ParseIP(APIAddress), net.ParseIP(KubernetesServiceIP)}
+	issue(c.ca, "apiserver", CertSpec{CommonName: "kube-apiserver", Server: true, IPs: apiIPs,
+		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
+			"kubernetes.default.svc.cluster.local"}})
 	issue(front, "front-proxy-client", CertSpec{CommonName: "front-proxy-client", Client: true})
 	issue(c.ca, "metrics-server", CertSpec{CommonName: "metrics-server", Server: true, IPs: loop,
 		DNSNames: []string{"localhost", "metrics-server.kube-system.svc"}})
@@ -382,7 +397,10 @@ func (c *Cluster) args(name string) ([]string, string, error) {
 			"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 			"--service-account-key-file=" + f("sa.pub"),
 			"--service-account-signing-key-file=" + f("sa.key"),
-			"--service-cluster-ip-range=10.96.0.0/16",
+			"--service-cluster-ip-range=" + ServiceCIDR,
+			// Node addresses, never names: a real node in a network namespace
+			// also reports its hostname, which only outside DNS would resolve.
+			"--kubelet-preferred-address-types=InternalIP,ExternalIP,Hostname",
 			// The apiserver cannot publish a loopback endpoint for the kubernetes Service.
 			"--endpoint-reconciler-type=none",
 			"--requestheader-client-ca-file=" + f("front-proxy-ca.crt"),
@@ -393,6 +411,9 @@ func (c *Cluster) args(name string) ([]string, string, error) {
 			"--proxy-client-cert-file=" + f("front-proxy-client.crt"),
 			"--proxy-client-key-file=" + f("front-proxy-client.key"),
 			"--max-requests-inflight=1000", "--max-mutating-requests-inflight=500",
+		}
+		if c.opts.EndpointRouting {
+			a = append(a, "--enable-aggregator-routing=true")
 		}
 		if c.opts.AuditPolicy != "" {
 			a = append(a, "--audit-policy-file="+f("audit-policy.yaml"), "--audit-log-path="+f("audit.log"),
@@ -559,6 +580,11 @@ func (c *Cluster) Stop() {
 	for _, n := range nodes {
 		n.Stop()
 	}
+	c.mu.Lock()
+	if c.apiRelay != nil {
+		_ = c.apiRelay.Close()
+	}
+	c.mu.Unlock()
 	// Reverse start order: clients before the apiserver, the apiserver before etcd.
 	var wg sync.WaitGroup
 	for i := len(procs) - 1; i >= 0; i-- {

@@ -75,17 +75,18 @@ func (n *RealNode) makeCgroupRoot() error {
 func cleanupClusterDir(dir string) {
 	nodes, _ := filepath.Glob(filepath.Join(dir, nodeDirPrefix+"*"))
 	for _, d := range nodes {
-		_, cgroupRoot, bridge := nodeIdentity(d)
-		cleanupNodeLeftovers(d, cgroupRoot, bridge)
+		id, cgroupRoot, bridge := nodeIdentity(d)
+		cleanupNodeLeftovers(d, id, cgroupRoot, bridge)
 	}
 	unmountBelow(dir, true)
 }
 
 // cleanupNodeLeftovers kills containerd shims and container processes,
 // removes the node's cgroups, unmounts everything below its directory and
-// deletes its bridge. kubelet and containerd are stopped by then; the
-// shims do not die with containerd, and containers do not die with the shims.
-func cleanupNodeLeftovers(nodeDir, cgroupRoot, bridge string) {
+// deletes its bridge and its link to the host (a node in its own network
+// namespace). kubelet and containerd are stopped by then; the shims do not
+// die with containerd, and containers do not die with the shims.
+func cleanupNodeLeftovers(nodeDir, id, cgroupRoot, bridge string) {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		killed := killProcessesMentioning(nodeDir) + killCgroupProcesses(cgroupRoot)
@@ -101,6 +102,7 @@ func cleanupNodeLeftovers(nodeDir, cgroupRoot, bridge string) {
 	if _, err := os.Stat(filepath.Join("/sys/class/net", bridge)); err == nil {
 		_ = exec.Command("ip", "link", "delete", bridge).Run() //nolint:noctx // cleanup must run to the end
 	}
+	teardownNetwork(nodeDir, id)
 }
 
 // killProcessesMentioning SIGKILLs every process whose command line contains

@@ -37,6 +37,13 @@ type RealNodeSpec struct {
 	LeaseDurationSeconds int
 	// Labels are registered with the node (kubelet --node-labels).
 	Labels map[string]string
+	// NetworkNamespace runs the node in a network namespace of its own, as
+	// a machine of its own: a node IP and pod CIDR of its own, routed to
+	// the host and to the other such nodes, and kube-proxy, so Services
+	// and in-cluster configuration work in its pods (see nodenetwork.go).
+	// Without it the node shares the host's network, reports 127.0.0.1 and
+	// has no kube-proxy: its pods reach nothing but themselves.
+	NetworkNamespace bool
 }
 
 func (s *RealNodeSpec) defaults() {
@@ -68,7 +75,7 @@ type RealNode struct {
 	// CgroupRoot is kubelet's cgroupRoot, e.g. /kube-reclaim-1a2b3c4d; pods
 	// live under <hierarchy>/<CgroupRoot>/kubepods.
 	CgroupRoot string
-	// KubeletPort is kubelet's HTTPS port on 127.0.0.1.
+	// KubeletPort is kubelet's HTTPS port on the node IP.
 	KubeletPort int
 
 	c          *Cluster
@@ -80,11 +87,16 @@ type RealNode struct {
 	containerd *Process
 	kubelet    *Process
 	ipForward  string // host net.ipv4.ip_forward before the node started
+	// net, kubeProxyBin and kubeProxy: a node with a NetworkNamespace.
+	net          nodeNet
+	kubeProxyBin string
+	kubeProxy    *Process
 }
 
 // Component names of a real node's processes, as Cluster.Process knows them.
 func containerdName(node string) string { return "containerd-" + node }
 func kubeletName(node string) string    { return "kubelet-" + node }
+func kubeProxyName(node string) string  { return "kube-proxy-" + node }
 
 // hostSysctls are the sysctls kubelet sets on start; it runs in a mount
 // namespace where each is a plain file, so the machine keeps its values.
@@ -109,11 +121,17 @@ func (c *Cluster) AddRealNode(ctx context.Context, name string, spec RealNodeSpe
 	if err != nil {
 		return nil, err
 	}
+	var kubeProxy string
+	if spec.NetworkNamespace {
+		if kubeProxy, err = EnsureKubeProxy(ctx, c.opts.Log); err != nil {
+			return nil, err
+		}
+	}
 	dir := filepath.Join(c.dir, nodeDirPrefix+name)
 	id, cgroupRoot, bridge := nodeIdentity(dir)
 	n = &RealNode{
 		Name: name, Dir: dir, CgroupRoot: cgroupRoot,
-		c: c, spec: spec, id: id, bridge: bridge, runtime: rt, kubeletBin: kubelet,
+		c: c, spec: spec, id: id, bridge: bridge, runtime: rt, kubeletBin: kubelet, kubeProxyBin: kubeProxy,
 	}
 	c.mu.Lock()
 	if c.stopped {
@@ -124,8 +142,8 @@ func (c *Cluster) AddRealNode(ctx context.Context, name string, spec RealNodeSpe
 	c.mu.Unlock()
 	defer func() {
 		if err != nil {
-			err = fmt.Errorf("real node %s: %w\n--- containerd ---\n%s\n--- kubelet ---\n%s", name, err,
-				tailOf(n.containerd), tailOf(n.kubelet))
+			err = fmt.Errorf("real node %s: %w\n--- containerd ---\n%s\n--- kubelet ---\n%s\n--- kube-proxy ---\n%s", name, err,
+				tailOf(n.containerd), tailOf(n.kubelet), tailOf(n.kubeProxy))
 		}
 	}()
 	start := time.Now()
@@ -133,6 +151,15 @@ func (c *Cluster) AddRealNode(ctx context.Context, name string, spec RealNodeSpe
 		return n, err
 	}
 	n.ipForward = readTrimmed("/proc/sys/net/ipv4/ip_forward")
+	if spec.NetworkNamespace {
+		// The network first: it puts APIAddress on the host.
+		if err = n.setupNetwork(ctx); err != nil {
+			return n, err
+		}
+		if err = c.serveAPIOnNodeNetwork(ctx); err != nil {
+			return n, err
+		}
+	}
 	if err = n.writeFiles(); err != nil {
 		return n, err
 	}
@@ -147,6 +174,11 @@ func (c *Cluster) AddRealNode(ctx context.Context, name string, spec RealNodeSpe
 	}
 	if err = n.StartKubelet(ctx); err != nil {
 		return n, err
+	}
+	if spec.NetworkNamespace {
+		if err = n.startKubeProxy(ctx); err != nil {
+			return n, err
+		}
 	}
 	fmt.Fprintf(c.opts.Log, "cluster: real node %s Ready after %s\n", name, time.Since(start).Round(time.Millisecond))
 	return n, nil
@@ -173,6 +205,36 @@ func (n *RealNode) path(parts ...string) string {
 
 func (n *RealNode) socket() string { return n.path("containerd", "containerd.sock") }
 
+// NodeIP is the node's InternalIP: 127.0.0.1, or its own address with a
+// NetworkNamespace.
+func (n *RealNode) NodeIP() string {
+	if n.spec.NetworkNamespace {
+		return n.net.nodeIP
+	}
+	return "127.0.0.1"
+}
+
+// PodCIDR is the node's spec.podCIDR, the range its pods' addresses come
+// from (empty without a NetworkNamespace: the node has none).
+func (n *RealNode) PodCIDR() string { return n.net.podCIDR }
+
+// apiServer is the API server's URL as the node's processes reach it.
+func (n *RealNode) apiServer() string {
+	if n.spec.NetworkNamespace {
+		return fmt.Sprintf("https://%s:%d", APIAddress, n.c.apiPort)
+	}
+	return fmt.Sprintf("https://127.0.0.1:%d", n.c.apiPort)
+}
+
+// command wraps a command line (unshare and its arguments) so that it runs
+// in the node's network namespace when it has one.
+func (n *RealNode) command(args ...string) (string, []string) {
+	if !n.spec.NetworkNamespace {
+		return args[0], args[1:]
+	}
+	return "nsenter", append([]string{"--net=" + netnsFile(n.Dir)}, args...)
+}
+
 // KubeletRootDir is kubelet's --root-dir.
 func (n *RealNode) KubeletRootDir() string { return n.path("kubelet") }
 
@@ -195,24 +257,9 @@ func (n *RealNode) writeFiles() error {
 		}
 	}
 	files := map[string][]byte{
-		"containerd/config.toml": []byte(n.containerdConfig()),
-		"cni/net.d/10-bridge.conflist": mustJSON(map[string]any{
-			"cniVersion": "1.0.0", "name": "kube-reclaim-" + n.id,
-			"plugins": []any{
-				map[string]any{
-					"type": "bridge", "bridge": n.bridge,
-					// No gateway and no masquerading: nothing routes to pods,
-					// and the plugin leaves the host's ip_forward alone.
-					"isGateway": false, "ipMasq": false, "hairpinMode": false,
-					"ipam": map[string]any{
-						"type": "host-local", "dataDir": n.path("cni", "ipam"),
-						"ranges": []any{[]any{map[string]any{"subnet": "10.244.0.0/16"}}},
-					},
-				},
-				map[string]any{"type": "loopback"},
-			},
-		}),
-		"resolv.conf": []byte("nameserver 127.0.0.1\n"),
+		"containerd/config.toml":       []byte(n.containerdConfig()),
+		"cni/net.d/10-bridge.conflist": n.cniConfig(),
+		"resolv.conf":                  []byte("nameserver 127.0.0.1\n"),
 	}
 	for name, data := range files {
 		if err := os.WriteFile(n.path(name), data, 0o644); err != nil {
@@ -230,8 +277,7 @@ func (n *RealNode) writeFiles() error {
 		return err
 	}
 	kc := clientcmdapi.NewConfig()
-	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://127.0.0.1:%d", n.c.apiPort),
-		CertificateAuthorityData: n.c.ca.CertPEM}
+	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: n.apiServer(), CertificateAuthorityData: n.c.ca.CertPEM}
 	kc.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
 	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "kubelet"}
 	kc.CurrentContext = "local"
@@ -242,7 +288,45 @@ func (n *RealNode) writeFiles() error {
 	if err != nil {
 		return err
 	}
-	return os.WriteFile(n.path("kubelet.yaml"), cfg, 0o644)
+	if err := os.WriteFile(n.path("kubelet.yaml"), cfg, 0o644); err != nil {
+		return err
+	}
+	if n.spec.NetworkNamespace {
+		return n.writeKubeProxyFiles()
+	}
+	return nil
+}
+
+// cniConfig is the node's one CNI network: a bridge of its own with
+// host-local addresses.
+func (n *RealNode) cniConfig() []byte {
+	// Without a namespace: no gateway and no masquerading; nothing routes to
+	// pods, and the plugin leaves the host's ip_forward alone.
+	bridge := map[string]any{
+		"type": "bridge", "bridge": n.bridge,
+		"isGateway": false, "ipMasq": false, "hairpinMode": false,
+		"ipam": map[string]any{
+			"type": "host-local", "dataDir": n.path("cni", "ipam"),
+			"ranges": []any{[]any{map[string]any{"subnet": "10.244.0.0/16"}}},
+		},
+	}
+	if n.spec.NetworkNamespace {
+		// The bridge is the pods' gateway, in the node's namespace. Pods get
+		// routes to the cluster's ranges only, no default route. Hairpin: a
+		// pod may reach itself through its Service.
+		bridge["isGateway"], bridge["hairpinMode"] = true, true
+		bridge["ipam"] = map[string]any{
+			"type": "host-local", "dataDir": n.path("cni", "ipam"),
+			"ranges": []any{[]any{map[string]any{"subnet": n.net.podCIDR}}},
+			"routes": []any{
+				map[string]any{"dst": NodeLinkRange}, map[string]any{"dst": ClusterCIDR}, map[string]any{"dst": ServiceCIDR},
+			},
+		}
+	}
+	return mustJSON(map[string]any{
+		"cniVersion": "1.0.0", "name": "kube-reclaim-" + n.id,
+		"plugins": []any{bridge, map[string]any{"type": "loopback"}},
+	})
 }
 
 func mustJSON(v any) []byte {
@@ -308,7 +392,7 @@ func (n *RealNode) kubeletConfig() map[string]any {
 		"failCgroupV1":              false,
 		"containerRuntimeEndpoint":  endpoint,
 		"imageServiceEndpoint":      endpoint,
-		"address":                   "127.0.0.1",
+		"address":                   n.NodeIP(),
 		"port":                      n.KubeletPort,
 		"healthzBindAddress":        "127.0.0.1",
 		"healthzPort":               healthz,
@@ -392,8 +476,9 @@ func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''
 
 func (n *RealNode) startContainerd(ctx context.Context) error {
 	script := n.privateNamespaceScript([]string{"/var/lib", "/var/log", "/run"}, "", false)
-	if err := n.c.StartProcess(containerdName(n.Name), "unshare", "-m", "--propagation", "unchanged", "--",
-		"/bin/sh", "-c", script, n.runtime.Containerd, "--config", n.path("containerd", "config.toml")); err != nil {
+	bin, args := n.command("unshare", "-m", "--propagation", "unchanged", "--",
+		"/bin/sh", "-c", script, n.runtime.Containerd, "--config", n.path("containerd", "config.toml"))
+	if err := n.c.StartProcess(containerdName(n.Name), bin, args...); err != nil {
 		return err
 	}
 	n.containerd = n.c.Process(containerdName(n.Name))
@@ -416,11 +501,22 @@ func (n *RealNode) importImages(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var tarballs []string
 	for _, img := range imgs {
+		tarballs = append(tarballs, img.Tarball)
+	}
+	return n.ImportImages(ctx, tarballs...)
+}
+
+// ImportImages imports OCI image archives into the node's containerd, where
+// pods with imagePullPolicy Never or IfNotPresent find them under the names
+// the archives carry.
+func (n *RealNode) ImportImages(ctx context.Context, tarballs ...string) error {
+	for _, t := range tarballs {
 		out, err := exec.CommandContext(ctx, n.runtime.Ctr, "-a", n.socket(), "-n", "k8s.io", "images", "import",
-			"--snapshotter", "native", img.Tarball).CombinedOutput()
+			"--snapshotter", "native", t).CombinedOutput()
 		if err != nil {
-			return fmt.Errorf("ctr images import %s: %w: %s", img.Tarball, err, out)
+			return fmt.Errorf("ctr images import %s: %w: %s", t, err, out)
 		}
 	}
 	return nil
@@ -428,14 +524,14 @@ func (n *RealNode) importImages(ctx context.Context) error {
 
 // StartKubelet starts kubelet (again) and waits until the node is Ready.
 func (n *RealNode) StartKubelet(ctx context.Context) error {
-	args := []string{"-m", "--propagation", "unchanged", "--",
+	args := []string{"unshare", "-m", "--propagation", "unchanged", "--",
 		"/bin/sh", "-c", n.privateNamespaceScript([]string{"/var/lib", "/var/log"}, n.KubeletRootDir(), true), n.kubeletBin,
 		"--config=" + n.path("kubelet.yaml"),
 		"--kubeconfig=" + n.path("kubelet.kubeconfig"),
 		"--root-dir=" + n.KubeletRootDir(),
 		"--cert-dir=" + n.path("kubelet-certs"),
 		"--hostname-override=" + n.Name,
-		"--node-ip=127.0.0.1",
+		"--node-ip=" + n.NodeIP(),
 		"--v=2",
 	}
 	if len(n.spec.Labels) > 0 {
@@ -445,7 +541,8 @@ func (n *RealNode) StartKubelet(ctx context.Context) error {
 		}
 		args = append(args, "--node-labels="+strings.Join(l, ","))
 	}
-	if err := n.c.StartProcess(kubeletName(n.Name), "unshare", args...); err != nil {
+	bin, args := n.command(args...)
+	if err := n.c.StartProcess(kubeletName(n.Name), bin, args...); err != nil {
 		return err
 	}
 	n.kubelet = n.c.Process(kubeletName(n.Name))
@@ -506,15 +603,21 @@ func (n *RealNode) Kubelet() *Process { return n.kubelet }
 // Containerd is the containerd process.
 func (n *RealNode) Containerd() *Process { return n.containerd }
 
-// waitReady waits for the Node to be Ready, giving it the loopback
-// InternalIP kubelet refuses to report itself ("nodeIP can't be loopback");
-// kubelet keeps an address it finds in status. A Hostname address is left
-// out on purpose: the apiserver would resolve it through outside DNS.
+// waitReady waits for the Node to be Ready. A node in the host's network
+// gets the loopback InternalIP kubelet refuses to report itself ("nodeIP
+// can't be loopback"); kubelet keeps an address it finds in status. A
+// Hostname address is left out on purpose: the apiserver would resolve it
+// through outside DNS. A node in its own namespace reports its address
+// itself and gets its pod CIDR (nothing allocates them: the
+// controller-manager runs without --allocate-node-cidrs).
 func (n *RealNode) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	addrPatch, _ := json.Marshal(map[string]any{"status": map[string]any{
 		"addresses": []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}},
+	}})
+	cidrPatch, _ := json.Marshal(map[string]any{"spec": map[string]any{
+		"podCIDR": n.net.podCIDR, "podCIDRs": []string{n.net.podCIDR},
 	}})
 	// API errors are retried until ctx ends; the last one says why it did.
 	var lastErr error
@@ -528,7 +631,16 @@ func (n *RealNode) waitReady(ctx context.Context) error {
 			lastErr = err
 			return false, nil //nolint:nilerr // retried until ctx ends; lastErr says why
 		}
-		if len(node.Status.Addresses) != 1 || node.Status.Addresses[0].Address != "127.0.0.1" {
+		switch {
+		case n.spec.NetworkNamespace && node.Spec.PodCIDR == "":
+			if _, err := n.c.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, cidrPatch, metav1.PatchOptions{}); err != nil {
+				lastErr = err
+				return false, nil //nolint:nilerr // retried until ctx ends; lastErr says why
+			}
+		case n.spec.NetworkNamespace && node.Spec.PodCIDR != n.net.podCIDR:
+			return false, fmt.Errorf("node %s has pod CIDR %s, its bridge serves %s (a Node object left from another node?)",
+				n.Name, node.Spec.PodCIDR, n.net.podCIDR)
+		case !n.spec.NetworkNamespace && (len(node.Status.Addresses) != 1 || node.Status.Addresses[0].Address != "127.0.0.1"):
 			// A merge patch replaces the list; a strategic one would merge into it.
 			if _, err := n.c.Client.CoreV1().Nodes().Patch(ctx, n.Name, types.MergePatchType, addrPatch,
 				metav1.PatchOptions{}, "status"); err != nil {
@@ -548,13 +660,16 @@ func (n *RealNode) waitReady(ctx context.Context) error {
 // cgroups, mounts and bridge. Safe to call more than once; the cluster's
 // Stop calls it.
 func (n *RealNode) Stop() {
+	if n.kubeProxy != nil {
+		_ = n.kubeProxy.Stop()
+	}
 	if n.kubelet != nil {
 		_ = n.kubelet.Stop()
 	}
 	if n.containerd != nil {
 		_ = n.containerd.Stop()
 	}
-	cleanupNodeLeftovers(n.Dir, n.CgroupRoot, n.bridge)
+	cleanupNodeLeftovers(n.Dir, n.id, n.CgroupRoot, n.bridge)
 	if n.ipForward != "" && readTrimmed("/proc/sys/net/ipv4/ip_forward") != n.ipForward {
 		_ = os.WriteFile("/proc/sys/net/ipv4/ip_forward", []byte(n.ipForward), 0o644)
 	}

@@ -1,13 +1,22 @@
 // Command workload is the container the real-node tests and the demo run: it
 // sleeps, burns a number of millicores, and holds a number of MiB of touched
 // memory, so a test can make a pod use exactly what it wants to observe
-// (cgroup limits, OOM kills, usage). Every flag can also be set through the
-// environment, which pod specs make easier to read.
+// (cgroup limits, OOM kills, usage). For the network of real nodes it also
+// serves HTTP and gets a URL, or an API server path through in-cluster
+// configuration. Every flag can also be set through the environment, which
+// pod specs make easier to read.
 package main
 
 import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime"
@@ -20,7 +29,35 @@ func main() {
 	millicores := flag.Int("burn-millicores", envInt("BURN_MILLICORES"), "CPU to keep busy, in millicores (env BURN_MILLICORES)")
 	mib := flag.Int("allocate-mib", envInt("ALLOCATE_MIB"), "memory to allocate and touch at start, in MiB (env ALLOCATE_MIB)")
 	exitAfter := flag.Duration("exit-after", envDuration("EXIT_AFTER"), "exit 0 after this long; 0 runs until stopped (env EXIT_AFTER)")
+	serve := flag.String("serve", os.Getenv("SERVE"), "serve HTTP on this address, answering every path with the pod's hostname (env SERVE)")
+	getURL := flag.String("get", os.Getenv("GET_URL"), "GET this URL until it answers 200, print the body and exit (env GET_URL)")
+	getAPI := flag.String("get-api", os.Getenv("GET_API_PATH"), "GET this path from the API server through in-cluster configuration (KUBERNETES_SERVICE_HOST/PORT, the service-account token and CA) until it answers 200, print the body and exit (env GET_API_PATH)")
+	getTimeout := flag.Duration("get-timeout", envDurationOr("GET_TIMEOUT", time.Minute), "how long -get and -get-api keep trying (env GET_TIMEOUT)")
 	flag.Parse()
+
+	switch {
+	case *getURL != "":
+		os.Exit(get(*getURL, *getTimeout, http.DefaultClient, nil))
+	case *getAPI != "":
+		client, header, err := inClusterClient()
+		if err != nil {
+			report(err.Error())
+			os.Exit(1)
+		}
+		host := net.JoinHostPort(os.Getenv("KUBERNETES_SERVICE_HOST"), os.Getenv("KUBERNETES_SERVICE_PORT"))
+		os.Exit(get("https://"+host+*getAPI, *getTimeout, client, header))
+	}
+	if *serve != "" {
+		go func() {
+			hostname, _ := os.Hostname()
+			srv := &http.Server{Addr: *serve, ReadHeaderTimeout: 10 * time.Second,
+				Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintf(w, "workload %s\n", hostname) })}
+			if err := srv.ListenAndServe(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				os.Exit(1)
+			}
+		}()
+	}
 
 	// Touch every page so the memory is resident and counts against the
 	// cgroup's limit at once: an allocation over the limit is OOM-killed here.
@@ -63,6 +100,91 @@ func burn(millicores int) {
 		}
 		time.Sleep(period - busy)
 	}
+}
+
+// get retries a GET until it answers 200 or timeout passes; the outcome
+// goes to stdout and the termination message, which a test reads from the
+// pod's status. Retrying covers the moments before kube-proxy programs a new
+// Service.
+func get(url string, timeout time.Duration, client *http.Client, header http.Header) int {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var last string
+	for {
+		body, err := getOnce(ctx, url, client, header)
+		if err == nil {
+			report(fmt.Sprintf("GET %s: 200: %s", url, body))
+			return 0
+		}
+		last = err.Error()
+		select {
+		case <-ctx.Done():
+			report(fmt.Sprintf("GET %s: no 200 within %s, last: %s", url, timeout, last))
+			return 1
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+func getOnce(ctx context.Context, url string, client *http.Client, header http.Header) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return "", err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	res, err := client.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(res.Body, 2048))
+	if err != nil {
+		return "", err
+	}
+	if res.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("%s: %s", res.Status, body)
+	}
+	return string(body), nil
+}
+
+// inClusterClient is what client-go's rest.InClusterConfig reads: the
+// service-account CA and token mounted into every pod.
+func inClusterClient() (*http.Client, http.Header, error) {
+	const dir = "/var/run/secrets/kubernetes.io/serviceaccount/"
+	if os.Getenv("KUBERNETES_SERVICE_HOST") == "" || os.Getenv("KUBERNETES_SERVICE_PORT") == "" {
+		return nil, nil, errors.New("KUBERNETES_SERVICE_HOST/PORT not set: not in a cluster")
+	}
+	token, err := os.ReadFile(dir + "token")
+	if err != nil {
+		return nil, nil, err
+	}
+	ca, err := os.ReadFile(dir + "ca.crt")
+	if err != nil {
+		return nil, nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		return nil, nil, errors.New("no certificate in " + dir + "ca.crt")
+	}
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	return client, http.Header{"Authorization": {"Bearer " + string(token)}}, nil
+}
+
+// report prints msg and writes it as the container's termination message.
+func report(msg string) {
+	fmt.Println(msg)
+	_ = os.WriteFile("/dev/termination-log", []byte(msg), 0o644)
+}
+
+func envDurationOr(name string, d time.Duration) time.Duration {
+	if v := envDuration(name); v > 0 {
+		return v
+	}
+	return d
 }
 
 func envInt(name string) int {

@@ -1,0 +1,535 @@
+package integration
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/ociimage"
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
+	"github.com/kube-reclaim/kube-reclaim/test/framework"
+	"github.com/kube-reclaim/kube-reclaim/test/images"
+)
+
+// The images the install test imports into its nodes: kube-reclaim's under
+// the name its copy of the overlay sets (the way deploy/README.md tells
+// users), kube-scheduler under the name the manifests use, metrics-server
+// under one of the test's.
+const (
+	installImageRepo    = "kube-reclaim.local/kube-reclaim"
+	installImageTag     = "install-test"
+	installSchedImage   = "registry.k8s.io/kube-scheduler:v1.34.4"
+	installMetricsImage = "kube-reclaim.local/metrics-server:v0.7.2"
+	installNamespace    = "kube-reclaim"
+	installSchedName    = "kube-reclaim-scheduler"
+)
+
+// installAuditPolicy records what shows the roles talking to the API server:
+// nodes/status writes (with the admission webhooks that mutated them) and
+// pod bindings (with the client that made them).
+const installAuditPolicy = `apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: ["RequestReceived"]
+rules:
+- level: Metadata
+  resources:
+  - group: ""
+    resources: ["nodes/status", "pods/binding"]
+- level: None
+`
+
+// TestInstallAppliesTheShippedOverlayOntoRealNodes installs kube-reclaim the
+// way its users do: the shipped overlay, changed only by an images: entry in
+// a kustomization of one's own, applied by the real kubectl onto two real
+// nodes in network namespaces of their own. Every role runs as a pod; the
+// webhook is called through its Service with the CA it bootstrapped; the
+// publisher reads metrics-server through metrics.k8s.io; a Job opted in by
+// its label alone is rewritten, placed by kube-reclaim-scheduler through
+// its extender, enforced and completes; `kubectl delete -k` and `kubectl
+// reclaim uninstall` leave no node advertising reclaimed capacity.
+func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short mode: the install test takes minutes")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("real nodes need root (kubelet manages cgroups and mounts, the nodes need network namespaces)")
+	}
+	ctx := context.Background()
+	testStart := time.Now()
+	names := reclaimable.MustNames(reclaimable.DefaultDomain)
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectl, err := cluster.EnsureKubectl(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := cluster.EnsureBinaries(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	work := t.TempDir()
+
+	// Images, before any node runs: this is the part a fresh machine pays for.
+	start := time.Now()
+	idx, err := ociimage.KubeReclaim{
+		RepoRoot: root, WorkDir: filepath.Join(work, "build"), Version: installImageTag,
+		Platforms: []ociimage.Platform{images.HostPlatform},
+	}.Build(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarballs := []string{filepath.Join(work, "kube-reclaim.oci.tar"), filepath.Join(work, "kube-scheduler.oci.tar"), filepath.Join(work, "metrics-server.oci.tar")}
+	if err := ociimage.WriteTarball(tarballs[0], installImageRepo+":"+installImageTag, idx); err != nil {
+		t.Fatal(err)
+	}
+	if err := images.PackDynamic(bins.Scheduler, "/usr/local/bin/kube-scheduler", installSchedImage, tarballs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := images.PackDynamic(bins.MetricsServer, "/usr/local/bin/metrics-server", installMetricsImage, tarballs[2]); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
+
+	// The default kube-scheduler places the roles' pods, as in any cluster.
+	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, EndpointRouting: true, AuditPolicy: installAuditPolicy})
+	nodes := map[string]*cluster.RealNode{}
+	for _, name := range []string{"install-a", "install-b"} {
+		start := time.Now()
+		// Kubelet posts an unchanged status every 15 s rather than 5 min, so
+		// that the test sees its writes pass the webhook within a minute.
+		rn, err := c.AddRealNode(ctx, name, cluster.RealNodeSpec{NetworkNamespace: true, StatusReportFrequency: 15 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[name] = rn
+		ready := time.Since(start)
+		start = time.Now()
+		if err := rn.ImportImages(ctx, tarballs...); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("node %s Ready in %s, images imported in %s", name, ready.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
+	}
+	run := func(args ...string) string {
+		t.Helper()
+		cmd := exec.CommandContext(ctx, kubectl, append([]string{"--kubeconfig", c.Kubeconfig()}, args...)...)
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+
+	// metrics-server first, as deploy/README.md asks.
+	ms, err := os.ReadFile(filepath.Join(root, "test", "integration", "testdata", "metrics-server.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msFile := filepath.Join(work, "metrics-server.yaml")
+	if err := os.WriteFile(msFile, []byte(strings.ReplaceAll(string(ms), "METRICS_SERVER_IMAGE", installMetricsImage)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	run("apply", "-f", msFile)
+	if took, ok := framework.Poll(3*time.Minute, time.Second, func() bool {
+		_, err := c.Metrics.MetricsV1beta1().NodeMetricses().Get(ctx, "install-a", metav1.GetOptions{})
+		return err == nil
+	}); !ok {
+		t.Fatalf("metrics.k8s.io serves no metrics of node install-a after %s:\n%s", took, run("get", "pods,apiservice", "-A", "-o", "wide"))
+	} else {
+		t.Logf("metrics-server as a pod: node metrics through metrics.k8s.io %s after apply", took.Round(time.Millisecond))
+	}
+
+	// The shipped overlay, in a copy, named the way deploy/README.md
+	// ("Getting the image") tells users: a kustomization of their own.
+	if out, err := exec.CommandContext(ctx, "cp", "-r", filepath.Join(root, "deploy"), filepath.Join(work, "deploy")).CombinedOutput(); err != nil {
+		t.Fatalf("copying deploy/: %v: %s", err, out)
+	}
+	mine := filepath.Join(work, "my-install")
+	if err := os.MkdirAll(mine, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	kustomization := fmt.Sprintf("resources: [../deploy/default]\nimages:\n  - name: %s\n    newName: %s\n    newTag: %s\n",
+		ociimage.DefaultRepository, installImageRepo, installImageTag)
+	if err := os.WriteFile(filepath.Join(mine, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	applied := time.Now()
+	t.Logf("kubectl apply -k: %s", strings.TrimSpace(run("apply", "-k", mine)))
+
+	t.Run("every Deployment becomes Available", func(t *testing.T) {
+		var last []appsv1.Deployment
+		took, ok := framework.Poll(3*time.Minute, 500*time.Millisecond, func() bool {
+			l, err := c.Client.AppsV1().Deployments(installNamespace).List(ctx, metav1.ListOptions{})
+			if err != nil || len(l.Items) == 0 {
+				return false
+			}
+			last = l.Items
+			for _, d := range l.Items {
+				if !deploymentAvailable(&d) {
+					return false
+				}
+			}
+			return true
+		})
+		if !ok {
+			t.Fatalf("Deployments not all Available after %s: %s\n%s", took, deploymentSummary(last), run("-n", installNamespace, "get", "pods", "-o", "wide"))
+		}
+		t.Logf("all %d Deployments Available %s after kubectl apply -k (goal < 60s): %s", len(last), took.Round(time.Millisecond), deploymentSummary(last))
+		if took > time.Minute {
+			t.Errorf("apply to every Deployment Available took %s, goal under 60s", took.Round(time.Second))
+		}
+	})
+
+	var annotated time.Time
+	t.Run("the publisher publishes through metrics.k8s.io", func(t *testing.T) {
+		took, ok := framework.Poll(3*time.Minute, time.Second, func() bool {
+			for name := range nodes {
+				n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				if err != nil || n.Annotations[names.Annotation] == "" {
+					return false
+				}
+				// Present, not positive: under the shipped usage policy the
+				// reclaimable CPU is what this shared machine leaves idle,
+				// often nothing (both nodes see the whole machine's usage).
+				_, cpu := n.Status.Allocatable[names.CPU]
+				_, mem := n.Status.Allocatable[names.Memory]
+				if !cpu || !mem {
+					return false
+				}
+			}
+			return true
+		})
+		if !ok {
+			t.Fatalf("nodes not annotated and advertising %s after %s:\n%s", names.CPU, took,
+				run("-n", installNamespace, "logs", "deploy/kube-reclaim-publisher", "--tail=30"))
+		}
+		annotated = time.Now()
+		for name := range nodes {
+			n, _ := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			cpu, mem := n.Status.Allocatable[names.CPU], n.Status.Allocatable[names.Memory]
+			t.Logf("node %s: annotated by the publisher %s after apply, allocatable %s=%s %s=%s", name,
+				annotated.Sub(applied).Round(time.Second), names.CPU, cpu.String(), names.Memory, mem.String())
+		}
+	})
+
+	t.Run("the API server calls the webhook through its Service with the caBundle it bootstrapped", func(t *testing.T) {
+		if annotated.IsZero() {
+			t.Skip("no node annotated")
+		}
+		l, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		configs := map[string]bool{}
+		for _, cfg := range l.Items {
+			for _, w := range cfg.Webhooks {
+				if s := w.ClientConfig.Service; s != nil && s.Namespace == installNamespace {
+					configs[cfg.Name] = true
+					if len(w.ClientConfig.CABundle) == 0 {
+						t.Errorf("webhook %s of %s has an empty caBundle", w.Name, cfg.Name)
+					}
+					t.Logf("%s/%s: Service %s/%s, caBundle %d bytes", cfg.Name, w.Name, s.Namespace, s.Name, len(w.ClientConfig.CABundle))
+				}
+			}
+		}
+		if len(configs) == 0 {
+			t.Fatal("no MutatingWebhookConfiguration calls a Service in " + installNamespace)
+		}
+		// A kubelet's own status write, after the publisher annotated its
+		// node, that the API server sent through a kube-reclaim webhook.
+		for name := range nodes {
+			var hit *installAuditEvent
+			took, ok := framework.Poll(90*time.Second, time.Second, func() bool {
+				for _, e := range readInstallAudit(t, c) {
+					if e.ObjectRef.Resource == "nodes" && e.ObjectRef.Subresource == "status" && e.ObjectRef.Name == name &&
+						e.User.Username == "system:node:"+name && e.StageTimestamp.After(annotated) && e.ResponseStatus.Code < 300 &&
+						e.mutatedBy(configs) != "" {
+						hit = &e
+						return true
+					}
+				}
+				return false
+			})
+			if !ok {
+				t.Fatalf("no kubelet status write of %s through a kube-reclaim webhook within %s", name, took)
+			}
+			n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := n.Status.Allocatable[names.CPU]; !ok {
+				t.Errorf("node %s lost %s after kubelet's status write", name, names.CPU)
+			}
+			t.Logf("node %s: kubelet %s nodes/status at %s passed %s; node keeps %s", name, hit.Verb,
+				hit.StageTimestamp.Format(time.RFC3339), hit.mutatedBy(configs), names.CPU)
+		}
+	})
+
+	// Both nodes are this one machine, whose CPU other work keeps busy, so
+	// the shipped usage policy may leave no CPU to reclaim. The test then
+	// does what deploy/README.md ("Configuration") tells users to do to
+	// change the policy: edit the installed ConfigMap, here to the request
+	// policy (allocatable minus margin minus what regular pods request),
+	// which does not depend on the machine's load.
+	t.Run("the publisher follows an edit of the installed policy ConfigMap", func(t *testing.T) {
+		cms := c.Client.CoreV1().ConfigMaps(installNamespace)
+		cm, err := cms.Get(ctx, "kube-reclaim-policy", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		const from, to = "\n  policy: usage ", "\n  policy: request "
+		if !strings.Contains(cm.Data["policy.yaml"], from) {
+			t.Fatalf("the installed policy has no %q line:\n%s", strings.TrimSpace(from), cm.Data["policy.yaml"])
+		}
+		cm.Data["policy.yaml"] = strings.Replace(cm.Data["policy.yaml"], from, to, 1)
+		edited := time.Now()
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		took, ok := framework.Poll(3*time.Minute, time.Second, func() bool {
+			for name := range nodes {
+				n, err := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+				if err != nil || !strings.Contains(n.Annotations[names.Annotation], `"policy":"request"`) {
+					return false
+				}
+				if q := n.Status.Allocatable[names.CPU]; q.Value() < 100 {
+					return false
+				}
+			}
+			return true
+		})
+		if !ok {
+			t.Fatalf("nodes not published under the request policy with %s >= 100 within %s", names.CPU, took)
+		}
+		for name := range nodes {
+			n, _ := c.Client.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			cpu, mem := n.Status.Allocatable[names.CPU], n.Status.Allocatable[names.Memory]
+			t.Logf("node %s under the request policy %s after the edit: %s=%s %s=%s", name, time.Since(edited).Round(time.Second),
+				names.CPU, cpu.String(), names.Memory, mem.String())
+		}
+	})
+
+	t.Run("a Job opted in by its label runs rewritten, placed by the extender, enforced, to completion", func(t *testing.T) {
+		job := &batchv1.Job{
+			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "install-batch"},
+			Spec: batchv1.JobSpec{
+				BackoffLimit: new(int32),
+				Template: corev1.PodTemplateSpec{
+					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{names.ReclaimedLabel: "true"}},
+					Spec: corev1.PodSpec{
+						RestartPolicy:                 corev1.RestartPolicyNever,
+						AutomountServiceAccountToken:  new(bool),
+						TerminationGracePeriodSeconds: new(int64),
+						Containers: []corev1.Container{{
+							Name: "main", Image: cluster.WorkloadImage, ImagePullPolicy: corev1.PullNever,
+							Env: []corev1.EnvVar{{Name: "EXIT_AFTER", Value: "20s"}},
+							Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+								corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+							}},
+						}},
+					},
+				},
+			},
+		}
+		created := time.Now()
+		if _, err := c.Client.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		var pod *corev1.Pod
+		took, ok := framework.Poll(2*time.Minute, 250*time.Millisecond, func() bool {
+			l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "job-name=install-batch"})
+			if err != nil || len(l.Items) == 0 {
+				return false
+			}
+			pod = &l.Items[0]
+			return pod.Status.Phase == corev1.PodRunning && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].ContainerID != ""
+		})
+		if !ok {
+			t.Fatalf("the Job's pod is not Running after %s: %+v\n%s", took, pod, run("-n", "default", "get", "events"))
+		}
+		t.Logf("Job pod %s Running on %s %s after the Job was created", pod.Name, pod.Spec.NodeName, took.Round(time.Millisecond))
+		if pod.Spec.SchedulerName != installSchedName {
+			t.Errorf("schedulerName %q, want %q (the profile's rewrite)", pod.Spec.SchedulerName, installSchedName)
+		}
+		res := pod.Spec.Containers[0].Resources
+		cpu, mem := res.Requests[names.CPU], res.Requests[names.Memory]
+		if cpu.Value() != 100 || mem.Value() != 64<<20 {
+			t.Fatalf("rewritten requests %v, want %s=100 %s=64Mi", res.Requests, names.CPU, names.Memory)
+		}
+		lcpu, lmem := res.Limits[corev1.ResourceCPU], res.Limits[corev1.ResourceMemory]
+		t.Logf("rewritten by profile %q: requests %s=%s %s=%s, native limits cpu=%s memory=%s", pod.Annotations[names.Profile],
+			names.CPU, cpu.String(), names.Memory, mem.String(), lcpu.String(), lmem.String())
+		rn := nodes[pod.Spec.NodeName]
+		if rn == nil {
+			t.Fatalf("pod placed on %q, not a real node", pod.Spec.NodeName)
+		}
+		cg := containerCgroup(t, rn, pod)
+		memLimit := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/memory", cg, "memory.limit_in_bytes"))
+		quota := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_quota_us"))
+		period := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_period_us"))
+		if memLimit != 64<<20 || quota*1000/period != 100 {
+			t.Errorf("container cgroup: memory.limit_in_bytes %d (want %d), cpu.cfs_quota_us %d / period %d (want 100 millicores)", memLimit, 64<<20, quota, period)
+		}
+		t.Logf("enforced: memory.limit_in_bytes=%d cpu.cfs_quota_us=%d cpu.cfs_period_us=%d (%s)", memLimit, quota, period, cg)
+
+		// Placed by kube-reclaim-scheduler, bound by its extender: the
+		// Binding's client is kube-reclaim's, not kube-scheduler's.
+		var binding *installAuditEvent
+		if _, ok := framework.Poll(30*time.Second, time.Second, func() bool {
+			for _, e := range readInstallAudit(t, c) {
+				if e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "binding" && e.ObjectRef.Name == pod.Name && e.ResponseStatus.Code < 300 {
+					binding = &e
+					return true
+				}
+			}
+			return false
+		}); !ok {
+			t.Fatal("no Binding of the Job's pod in the audit log")
+		}
+		if binding.User.Username != "system:serviceaccount:"+installNamespace+":"+installSchedName || !strings.HasPrefix(binding.UserAgent, "kube-reclaim-extender") {
+			t.Errorf("the Job's pod was bound by %s (%s), want the extender (kube-reclaim-extender) of %s", binding.User.Username, binding.UserAgent, installSchedName)
+		}
+		t.Logf("bound by %s, user agent %q", binding.User.Username, binding.UserAgent)
+		events, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name + ",reason=Scheduled"})
+		if err != nil || len(events.Items) == 0 {
+			t.Errorf("no Scheduled event of the Job's pod (%v)", err)
+		} else if src := events.Items[0].ReportingController + events.Items[0].Source.Component; !strings.Contains(src, installSchedName) {
+			t.Errorf("Scheduled event from %q, want %s", src, installSchedName)
+		} else {
+			t.Logf("Scheduled event from %s: %s", src, events.Items[0].Message)
+		}
+
+		took, ok = framework.Poll(2*time.Minute, 500*time.Millisecond, func() bool {
+			j, err := c.Client.BatchV1().Jobs("default").Get(ctx, "install-batch", metav1.GetOptions{})
+			return err == nil && j.Status.Succeeded == 1
+		})
+		if !ok {
+			t.Fatalf("the Job did not complete within %s", took)
+		}
+		t.Logf("Job complete %s after it was created", time.Since(created).Round(time.Millisecond))
+	})
+
+	t.Run("kubectl delete -k and kubectl reclaim uninstall leave no node advertising reclaimed capacity", func(t *testing.T) {
+		start := time.Now()
+		run("delete", "-k", mine)
+		deleted := time.Since(start)
+		var out string
+		took, ok := framework.Poll(2*time.Minute, 2*time.Second, func() bool {
+			o, err := runReclaim(ctx, c, "uninstall")
+			out = o
+			if err != nil {
+				out += err.Error()
+			}
+			return err == nil
+		})
+		if !ok {
+			t.Fatalf("kubectl reclaim uninstall still failing after %s: %s", took, out)
+		}
+		t.Logf("kubectl delete -k took %s; kubectl reclaim uninstall succeeded %s later: %s", deleted.Round(time.Millisecond), took.Round(time.Millisecond), strings.TrimSpace(out))
+		// Sampled across more than one kubelet status report of each node.
+		looks, advertising := 0, 0
+		deadline := time.Now().Add(20 * time.Second)
+		for time.Now().Before(deadline) {
+			l, err := c.Client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range l.Items {
+				looks++
+				_, cpuC := n.Status.Capacity[names.CPU]
+				_, memC := n.Status.Capacity[names.Memory]
+				_, cpuA := n.Status.Allocatable[names.CPU]
+				_, memA := n.Status.Allocatable[names.Memory]
+				if cpuC || memC || cpuA || memA || n.Annotations[names.Annotation] != "" {
+					advertising++
+					t.Errorf("node %s still advertises reclaimed capacity or carries the annotation", n.Name)
+				}
+			}
+			time.Sleep(time.Second)
+		}
+		t.Logf("after uninstall: %d node looks over 20s, %d advertising reclaimed capacity", looks, advertising)
+	})
+	t.Logf("TestInstall took %s", time.Since(testStart).Round(time.Second))
+}
+
+func deploymentAvailable(d *appsv1.Deployment) bool {
+	want := int32(1)
+	if d.Spec.Replicas != nil {
+		want = *d.Spec.Replicas
+	}
+	if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < want || d.Status.UpdatedReplicas < want {
+		return false
+	}
+	for _, c := range d.Status.Conditions {
+		if c.Type == appsv1.DeploymentAvailable {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func deploymentSummary(ds []appsv1.Deployment) string {
+	var parts []string
+	for _, d := range ds {
+		parts = append(parts, fmt.Sprintf("%s %d/%d", d.Name, d.Status.AvailableReplicas, d.Status.Replicas))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// installAuditEvent is framework.AuditEvent plus the annotations that name
+// the admission webhooks that saw a request.
+type installAuditEvent struct {
+	framework.AuditEvent
+	Annotations map[string]string `json:"annotations"`
+}
+
+// mutatedBy returns the admission annotation that names one of configs, or "".
+func (e *installAuditEvent) mutatedBy(configs map[string]bool) string {
+	for k, v := range e.Annotations {
+		if !strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") {
+			continue
+		}
+		var a struct {
+			Configuration string `json:"configuration"`
+			Webhook       string `json:"webhook"`
+		}
+		if json.Unmarshal([]byte(v), &a) == nil && configs[a.Configuration] {
+			return a.Configuration + "/" + a.Webhook
+		}
+	}
+	return ""
+}
+
+func readInstallAudit(t *testing.T, c *cluster.Cluster) []installAuditEvent {
+	t.Helper()
+	f, err := os.Open(c.AuditLogPath())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []installAuditEvent
+	s := bufio.NewScanner(f)
+	s.Buffer(make([]byte, 1<<20), 1<<20)
+	for s.Scan() {
+		var e installAuditEvent
+		if json.Unmarshal(s.Bytes(), &e) == nil && e.Stage == "ResponseComplete" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
