@@ -2,6 +2,7 @@ package deploy
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/url"
@@ -21,6 +22,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -1305,5 +1307,171 @@ func TestReadmeDefaultSchedulerExtenderMatchesTheShippedOne(t *testing.T) {
 		if !slices.ContainsFunc(got.Profiles, func(p map[string]interface{}) bool { return p["schedulerName"] == extender.SchedulerName }) {
 			t.Errorf("README scheduler configuration has no %s profile", extender.SchedulerName)
 		}
+	}
+}
+
+// renderWithComponent renders overlay with one more component, as a user's
+// kustomization that adds it does.
+func renderWithComponent(t *testing.T, overlay, component string) *bundle {
+	t.Helper()
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../" + overlay +
+		"\ncomponents:\n- ../components/" + component + "\n"
+	m, err := run("with-"+component, map[string]string{"with-" + component + "/kustomization.yaml": k})
+	if err != nil {
+		t.Fatalf("%s with components/%s: %v", overlay, component, err)
+	}
+	b := &bundle{overlay: overlay + "+" + component, byKey: map[string]*unstructured.Unstructured{}}
+	for _, r := range m.Resources() {
+		raw, err := r.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := &unstructured.Unstructured{}
+		if err := o.UnmarshalJSON(raw); err != nil {
+			t.Fatal(err)
+		}
+		b.objs = append(b.objs, o)
+		b.byKey[key(o.GetKind(), o.GetNamespace(), o.GetName())] = o
+	}
+	return b
+}
+
+// podMonitor is the part of a monitoring.coreos.com/v1 PodMonitor checked
+// here (the operator's Go module is not a dependency).
+type podMonitor struct {
+	Spec struct {
+		NamespaceSelector struct {
+			MatchNames []string `json:"matchNames"`
+		} `json:"namespaceSelector"`
+		Selector            metav1.LabelSelector `json:"selector"`
+		PodMetricsEndpoints []struct {
+			Port      string `json:"port"`
+			Scheme    string `json:"scheme"`
+			TLSConfig struct {
+				InsecureSkipVerify bool `json:"insecureSkipVerify"`
+			} `json:"tlsConfig"`
+			Authorization struct {
+				Type        string                   `json:"type"`
+				Credentials corev1.SecretKeySelector `json:"credentials"`
+			} `json:"authorization"`
+		} `json:"podMetricsEndpoints"`
+	} `json:"spec"`
+}
+
+// TestMonitoringComponent: with components/monitoring, every role's metrics
+// port is scraped over HTTPS by exactly one PodMonitor, with the token of a
+// ServiceAccount bound to the metrics-reader ClusterRole and nothing more;
+// the PrometheusRule's alerts each have a runbook section; the dashboards
+// ConfigMap carries the Grafana sidecar label and valid JSON. What the rules
+// and dashboards query is checked against the live roles in
+// test/integration/monitoring_test.go.
+func TestMonitoringComponent(t *testing.T) {
+	runbook, err := os.ReadFile("../docs/runbook.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, overlay := range Overlays {
+		b := renderWithComponent(t, overlay, "monitoring")
+		var monitors []podMonitor
+		for _, o := range b.kind("PodMonitor") {
+			raw, err := o.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var pm podMonitor
+			if err := json.Unmarshal(raw, &pm); err != nil {
+				t.Fatalf("%s: PodMonitor %s: %v", b.overlay, o.GetName(), err)
+			}
+			if o.GetNamespace() != namespace {
+				t.Errorf("%s: PodMonitor %s in %q: the scrape token Secret is in %s", b.overlay, o.GetName(), o.GetNamespace(), namespace)
+			}
+			for _, ep := range pm.Spec.PodMetricsEndpoints {
+				if ep.Port != "metrics" || ep.Scheme != "https" || !ep.TLSConfig.InsecureSkipVerify || ep.Authorization.Type != "Bearer" ||
+					ep.Authorization.Credentials.Name != "kube-reclaim-metrics-scraper-token" || ep.Authorization.Credentials.Key != "token" {
+					t.Errorf("%s: PodMonitor %s endpoint %+v, want port metrics over HTTPS with the scraper's token", b.overlay, o.GetName(), ep)
+				}
+			}
+			monitors = append(monitors, pm)
+		}
+		// Every container port named metrics is scraped once.
+		for _, w := range b.workloads(t) {
+			if !slices.ContainsFunc(w.spec.Containers, func(c corev1.Container) bool {
+				return slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" })
+			}) {
+				continue
+			}
+			n := 0
+			for _, pm := range monitors {
+				sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if slices.Contains(pm.Spec.NamespaceSelector.MatchNames, w.namespace) && sel.Matches(labels.Set(w.labels)) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%s: %s is scraped by %d PodMonitors, want 1", b.overlay, w, n)
+			}
+		}
+
+		var sa corev1.ServiceAccount
+		b.get(t, "ServiceAccount", namespace, "kube-reclaim-metrics-scraper", &sa)
+		var secret corev1.Secret
+		b.get(t, "Secret", namespace, "kube-reclaim-metrics-scraper-token", &secret)
+		if secret.Type != corev1.SecretTypeServiceAccountToken || secret.Annotations[corev1.ServiceAccountNameKey] != sa.Name {
+			t.Errorf("%s: scraper token Secret %s %v, want a token of %s", b.overlay, secret.Type, secret.Annotations, sa.Name)
+		}
+		var crb rbacv1.ClusterRoleBinding
+		b.get(t, "ClusterRoleBinding", "", "kube-reclaim-metrics-scraper", &crb)
+		if crb.RoleRef.Name != "kube-reclaim-metrics-reader" || len(crb.Subjects) != 1 || crb.Subjects[0].Name != sa.Name || crb.Subjects[0].Namespace != namespace {
+			t.Errorf("%s: scraper binding %+v", b.overlay, crb)
+		}
+		var reader rbacv1.ClusterRole
+		b.get(t, "ClusterRole", "", crb.RoleRef.Name, &reader)
+		if got := rules(reader.Rules); !slices.Equal(got, []string{"groups= resources= verbs=get urls=/metrics"}) {
+			t.Errorf("%s: the scraper may do %q, want get on /metrics only", b.overlay, got)
+		}
+
+		rule, ok := b.byKey[key("PrometheusRule", namespace, "kube-reclaim")]
+		if !ok {
+			t.Fatalf("%s: no PrometheusRule", b.overlay)
+		}
+		groups, _, _ := unstructured.NestedSlice(rule.Object, "spec", "groups")
+		alerts := 0
+		for _, g := range groups {
+			rs, _, _ := unstructured.NestedSlice(g.(map[string]any), "rules")
+			for _, r := range rs {
+				r := r.(map[string]any)
+				name, _ := r["alert"].(string)
+				if name == "" {
+					continue
+				}
+				alerts++
+				url, _, _ := unstructured.NestedString(r, "annotations", "runbook_url")
+				anchor := strings.ToLower(name)
+				if !strings.HasSuffix(url, "docs/runbook.md#"+anchor) || !bytes.Contains(runbook, []byte("\n## "+name+"\n")) {
+					t.Errorf("%s: alert %s: runbook_url %q, want docs/runbook.md#%s and a section \"## %s\" there", b.overlay, name, url, anchor, name)
+				}
+			}
+		}
+		if alerts == 0 {
+			t.Errorf("%s: the PrometheusRule has no alert", b.overlay)
+		}
+
+		var cm corev1.ConfigMap
+		b.get(t, "ConfigMap", namespace, "kube-reclaim-dashboards", &cm)
+		if cm.Labels["grafana_dashboard"] != "1" || len(cm.Data) != 2 {
+			t.Errorf("%s: dashboards ConfigMap labels %v with %d files, want grafana_dashboard=1 and 2", b.overlay, cm.Labels, len(cm.Data))
+		}
+		for f, d := range cm.Data {
+			if !json.Valid([]byte(d)) {
+				t.Errorf("%s: dashboard %s is not JSON", b.overlay, f)
+			}
+		}
+	}
+	// Positive control: the overlays alone scrape nothing.
+	if n := len(render(t, "default").kind("PodMonitor")); n != 0 {
+		t.Errorf("default: %d PodMonitors without components/monitoring", n)
 	}
 }

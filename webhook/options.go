@@ -246,6 +246,16 @@ func (o *Options) Run(ctx context.Context) error {
 		health.AddReadyCheck("serving-certificate", reloader.Check)
 		go reloader.Run(ctx, o.TLSReloadInterval)
 	}
+	// For the expiry alert of deploy/components/monitoring; a self-signed
+	// leaf never outlives its CA, so this covers the CA too.
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "kube_reclaim", Subsystem: "webhook",
+		Name: "serving_certificate_expiry_timestamp_seconds", Help: "Unix time at which the serving certificate in use expires (0 while there is none)."},
+		func() float64 {
+			if c, err := getCert(nil); err == nil && c != nil && c.Leaf != nil {
+				return float64(c.Leaf.NotAfter.Unix())
+			}
+			return 0
+		}))
 
 	h := NewHandler(names, o.StaleAfter, tracker.Alive, reg)
 	h.MaxRequestBytes = o.MaxRequestBytes

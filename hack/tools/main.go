@@ -1,5 +1,5 @@
 // Command tools builds and caches the pinned control-plane binaries and
-// kubelet, and installs the container runtime real nodes need (make tools).
+// kubelet, kube-proxy and kubectl, and installs the container runtime real nodes need (make tools).
 // The wrapper modules beside this file pin each component's version.
 package main
 
@@ -21,12 +21,23 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	kubeProxy, err := cluster.EnsureKubeProxy(ctx, os.Stdout)
+	if err != nil {
+		fail(err)
+	}
+	kubectl, err := cluster.EnsureKubectl(ctx, os.Stdout)
+	if err != nil {
+		fail(err)
+	}
+	if _, err := cluster.EnsurePromtool(ctx, os.Stdout); err != nil {
+		fail(err)
+	}
 	rt, err := cluster.EnsureNodePackages(ctx, os.Stdout)
 	if err != nil {
 		fail(err)
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kwok, b.MetricsServer,
-		kubelet, rt.Containerd, rt.Runc} {
+		kubelet, kubeProxy, kubectl, rt.Containerd, rt.Runc} {
 		fmt.Println(p)
 	}
 }

@@ -1,0 +1,268 @@
+// Package dashboards builds the Grafana dashboards that
+// deploy/components/monitoring ships, as Grafana JSON. They are generated
+// rather than kept as hand-edited JSON: a panel is one line here instead of
+// forty of JSON whose ids and grid positions must be kept consistent by
+// hand, and every panel gets the same datasource variable and layout.
+// Regenerate the committed files with `go run ./hack/dashboards`; a test
+// fails when they differ from what Build returns.
+package dashboards
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// Dir is where the generated files live, relative to the repository root.
+const Dir = "deploy/components/monitoring/dashboards"
+
+// File is one dashboard: its file name and JSON.
+type File struct {
+	Name string
+	JSON []byte
+}
+
+// query is one PromQL target of a panel and its legend.
+type query struct {
+	expr, legend string
+}
+
+// panel is a time series (or, with stat set, a single value) panel.
+type panel struct {
+	title, description, unit string
+	stat                     bool
+	queries                  []query
+}
+
+type dashboard struct {
+	file, uid, title, description string
+	// rows of panels; each row is split evenly across the 24 columns.
+	rows []row
+}
+
+type row struct {
+	title  string
+	panels []panel
+}
+
+// leader keeps the gauges of the publisher replica holding the lease: a
+// standby's values are its last ones as leader.
+const leader = ` and on (namespace, pod) (kube_reclaim_publisher_is_leader == 1)`
+
+func overview() dashboard {
+	return dashboard{file: "kube-reclaim-overview.json", uid: "kube-reclaim-overview", title: "kube-reclaim / Overview",
+		description: "Room kube-reclaim offers to batch pods, the nodes that offer it, the reclaimed pods placed on it and the evictions that protect regular pods.",
+		rows: []row{
+			{title: "Room", panels: []panel{
+				{title: "Room CPU", unit: "cores", stat: true, description: "CPU published as reclaimable, summed over nodes.",
+					queries: []query{{"kube_reclaim:room_cpu_millicores / 1000", "room"}}},
+				{title: "Room memory", unit: "bytes", stat: true, description: "Memory published as reclaimable, summed over nodes.",
+					queries: []query{{"kube_reclaim:room_memory_bytes", "room"}}},
+				{title: "Nodes with room", unit: "percentunit", stat: true, description: "Share of nodes whose room is above zero for CPU and memory.",
+					queries: []query{{"kube_reclaim:nodes_with_room:ratio", "nodes with room"}}},
+				{title: "Placed reclaimed pods", unit: "short", stat: true, description: "Bound, non-terminal pods that request reclaimed resources.",
+					queries: []query{{"kube_reclaim:placed_reclaimed_pods", "pods"}}},
+			}},
+			{title: "Over time", panels: []panel{
+				{title: "Room CPU over time", unit: "cores",
+					queries: []query{{"kube_reclaim:room_cpu_millicores / 1000", "room"}}},
+				{title: "Room memory over time", unit: "bytes",
+					queries: []query{{"kube_reclaim:room_memory_bytes", "room"}}},
+				{title: "Nodes", unit: "short", description: "Nodes evaluated, with room, and published as zero on purpose by reason.",
+					queries: []query{
+						{"kube_reclaim:nodes_evaluated", "evaluated"},
+						{"kube_reclaim:nodes_with_room", "with room"},
+						{"max by (reason) (kube_reclaim_publisher_zero_nodes" + leader + ")", "zero: {{reason}}"},
+					}},
+			}},
+			{title: "Per node (publisher --per-node-metrics)", panels: []panel{
+				{title: "Room CPU per node", unit: "cores",
+					queries: []query{{"max by (node) (kube_reclaim_publisher_published_cpu_millicores" + leader + ") / 1000", "{{node}}"}}},
+				{title: "Room memory per node", unit: "bytes",
+					queries: []query{{"max by (node) (kube_reclaim_publisher_published_memory_bytes" + leader + ")", "{{node}}"}}},
+			}},
+			{title: "Reclaimed pods", panels: []panel{
+				{title: "Reclaimed pods placed and waiting", unit: "short",
+					description: "Placed pods, and the scheduler's filter calls for reclaimed pods against successful binds: filter calls with no binds mean reclaimed pods stay Pending.",
+					queries: []query{
+						{"kube_reclaim:placed_reclaimed_pods", "placed"},
+						{`sum(rate(kube_reclaim_extender_http_request_duration_seconds_count{route="filter"}[5m]))`, "filter calls/s"},
+						{"kube_reclaim:extender_binds:rate5m", "binds/s {{result}}"},
+					}},
+				{title: "Nodes failed by the filter", unit: "short",
+					queries: []query{{"sum by (reason) (rate(kube_reclaim_extender_filtered_nodes_total[5m]))", "{{reason}}"}}},
+			}},
+			{title: "Evictions", panels: []panel{
+				{title: "Evictions", unit: "short", description: "Reclaimed pods evicted (on) or that would have been (dry-run), per second; refused by a PodDisruptionBudget; put off by the rate limit.",
+					queries: []query{
+						{"kube_reclaim:evictions:rate10m", "{{mode}}"},
+						{"sum(rate(kube_reclaim_publisher_evictions_blocked_total[10m]))", "blocked by PDB"},
+						{"sum(rate(kube_reclaim_publisher_evictions_rate_limited_total[10m]))", "rate limited"},
+					}},
+				{title: "Nodes over room", unit: "short", description: "Nodes whose reclaimed pods held more than the room in the last cycle.",
+					queries: []query{{"max(kube_reclaim_publisher_nodes_over_room" + leader + ")", "nodes"}}},
+			}},
+		}}
+}
+
+func components() dashboard {
+	const roles = `job=~"kube-reclaim-.*"`
+	return dashboard{file: "kube-reclaim-components.json", uid: "kube-reclaim-components", title: "kube-reclaim / Components",
+		description: "Rate, errors and latency of every role's request paths, writes to the API server, and the publisher's leader.",
+		rows: []row{
+			{title: "Publisher", panels: []panel{
+				{title: "Leader", unit: "short", description: "1 on the replica holding the lease.",
+					queries: []query{{"kube_reclaim_publisher_is_leader", "{{pod}}"}}},
+				{title: "Cycle duration p99", unit: "s",
+					queries: []query{{"histogram_quantile(0.99, sum by (le) (rate(kube_reclaim_publisher_cycle_duration_seconds_bucket[5m])))", "p99"}}},
+				{title: "Writes to the API server", unit: "reqps", description: "Node status patches by kind and reason, evictions, and failures.",
+					queries: []query{
+						{"kube_reclaim:publisher_writes:rate5m", "{{kind}} {{reason}}"},
+						{"sum(rate(kube_reclaim_publisher_evictions_total[5m]))", "evictions"},
+						{"sum(rate(kube_reclaim_publisher_metrics_api_errors_total[5m]))", "metrics.k8s.io read errors"},
+					}},
+			}},
+			{title: "Webhook", panels: []panel{
+				{title: "Node status reviews", unit: "reqps",
+					queries: []query{{"kube_reclaim:webhook_node_reviews:rate5m", "{{outcome}}"}}},
+				{title: "Pod reviews", unit: "reqps",
+					queries: []query{{"kube_reclaim:webhook_pod_reviews:rate5m", "{{outcome}}"}}},
+				{title: "Review latency p99", unit: "s",
+					queries: []query{
+						{"kube_reclaim:webhook_node_review_duration_seconds:p99_5m", "nodes"},
+						{"histogram_quantile(0.99, sum by (le) (rate(kube_reclaim_webhook_pod_review_duration_seconds_bucket[5m])))", "pods"},
+					}},
+				{title: "Errors and refusals", unit: "reqps",
+					queries: []query{
+						{"sum by (kind) (rate(kube_reclaim_webhook_errors_total[5m])) > 0", "error {{kind}}"},
+						{"sum by (reason) (rate(kube_reclaim_webhook_pod_denials_total[5m])) > 0", "denied {{reason}}"},
+						{"sum by (route, result) (rate(kube_reclaim_webhook_in_flight_waits_total[5m])) > 0", "wait {{route}} {{result}}"},
+					}},
+				{title: "In flight", unit: "short",
+					queries: []query{{"sum(kube_reclaim_webhook_in_flight_reviews)", "reviews"}}},
+			}},
+			{title: "Extender", panels: []panel{
+				{title: "Requests", unit: "reqps",
+					queries: []query{{"sum by (route, code) (rate(kube_reclaim_extender_http_request_duration_seconds_count[5m]))", "{{route}} {{code}}"}}},
+				{title: "Request latency p99", unit: "s",
+					queries: []query{{"histogram_quantile(0.99, sum by (route, le) (rate(kube_reclaim_extender_http_request_duration_seconds_bucket[5m])))", "{{route}}"}}},
+				{title: "Binds", unit: "reqps",
+					queries: []query{{"kube_reclaim:extender_binds:rate5m", "{{result}}"}}},
+			}},
+			{title: "Processes", panels: []panel{
+				{title: "Scrape targets up", unit: "short",
+					queries: []query{{"sum by (job) (up{" + roles + "})", "{{job}}"}}},
+				{title: "Metrics requests", unit: "reqps", description: "Requests to the roles' /metrics by outcome of authentication and authorization.",
+					queries: []query{{"sum by (job, outcome) (rate(kube_reclaim_metrics_requests_total{" + roles + "}[5m]))", "{{job}} {{outcome}}"}}},
+				{title: "CPU", unit: "cores",
+					queries: []query{{"sum by (job, pod) (rate(process_cpu_seconds_total{" + roles + "}[5m]))", "{{pod}}"}}},
+				{title: "Memory", unit: "bytes",
+					queries: []query{{"sum by (job, pod) (process_resident_memory_bytes{" + roles + "})", "{{pod}}"}}},
+			}},
+		}}
+}
+
+// Build returns every dashboard's file.
+func Build() ([]File, error) {
+	var out []File
+	for _, d := range []dashboard{overview(), components()} {
+		b, err := json.MarshalIndent(d.grafana(), "", "  ")
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", d.file, err)
+		}
+		out = append(out, File{Name: d.file, JSON: append(b, '\n')})
+	}
+	return out, nil
+}
+
+// The Grafana JSON model, limited to the fields used.
+type (
+	gDashboard struct {
+		UID           string      `json:"uid"`
+		Title         string      `json:"title"`
+		Description   string      `json:"description"`
+		Tags          []string    `json:"tags"`
+		Editable      bool        `json:"editable"`
+		SchemaVersion int         `json:"schemaVersion"`
+		Refresh       string      `json:"refresh"`
+		Time          gTime       `json:"time"`
+		Templating    gTemplating `json:"templating"`
+		Panels        []gPanel    `json:"panels"`
+	}
+	gTime       struct{ From, To string }
+	gTemplating struct {
+		List []gVariable `json:"list"`
+	}
+	gVariable struct {
+		Name  string `json:"name"`
+		Label string `json:"label"`
+		Type  string `json:"type"`
+		Query string `json:"query"`
+	}
+	gDatasource struct {
+		Type string `json:"type"`
+		UID  string `json:"uid"`
+	}
+	gPanel struct {
+		ID          int           `json:"id"`
+		Type        string        `json:"type"`
+		Title       string        `json:"title"`
+		Description string        `json:"description,omitempty"`
+		GridPos     gGridPos      `json:"gridPos"`
+		Datasource  *gDatasource  `json:"datasource,omitempty"`
+		FieldConfig *gFieldConfig `json:"fieldConfig,omitempty"`
+		Targets     []gTarget     `json:"targets,omitempty"`
+	}
+	gGridPos     struct{ H, W, X, Y int }
+	gFieldConfig struct {
+		Defaults gDefaults `json:"defaults"`
+	}
+	gDefaults struct {
+		Unit string `json:"unit"`
+	}
+	gTarget struct {
+		RefID        string       `json:"refId"`
+		Datasource   *gDatasource `json:"datasource"`
+		Expr         string       `json:"expr"`
+		LegendFormat string       `json:"legendFormat"`
+	}
+)
+
+func (g gTime) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]string{"from": g.From, "to": g.To})
+}
+
+func (g gGridPos) MarshalJSON() ([]byte, error) {
+	return json.Marshal(map[string]int{"h": g.H, "w": g.W, "x": g.X, "y": g.Y})
+}
+
+func (d dashboard) grafana() gDashboard {
+	ds := &gDatasource{Type: "prometheus", UID: "${datasource}"}
+	g := gDashboard{UID: d.uid, Title: d.title, Description: d.description, Tags: []string{"kube-reclaim"},
+		SchemaVersion: 39, Refresh: "30s", Time: gTime{From: "now-6h", To: "now"},
+		Templating: gTemplating{List: []gVariable{{Name: "datasource", Label: "Data source", Type: "datasource", Query: "prometheus"}}}}
+	id, y := 1, 0
+	for _, r := range d.rows {
+		g.Panels = append(g.Panels, gPanel{ID: id, Type: "row", Title: r.title, GridPos: gGridPos{H: 1, W: 24, Y: y}})
+		id++
+		y++
+		w := 24 / len(r.panels)
+		h := 8
+		if r.panels[0].stat {
+			h = 4
+		}
+		for i, p := range r.panels {
+			gp := gPanel{ID: id, Type: "timeseries", Title: p.title, Description: p.description, Datasource: ds,
+				GridPos: gGridPos{H: h, W: w, X: i * w, Y: y}, FieldConfig: &gFieldConfig{Defaults: gDefaults{Unit: p.unit}}}
+			if p.stat {
+				gp.Type = "stat"
+			}
+			for j, q := range p.queries {
+				gp.Targets = append(gp.Targets, gTarget{RefID: string(rune('A' + j)), Datasource: ds, Expr: q.expr, LegendFormat: q.legend})
+			}
+			g.Panels = append(g.Panels, gp)
+			id++
+		}
+		y += h
+	}
+	return g
+}
