@@ -138,3 +138,26 @@ func TestByVerbListsOnlyTheVerbsCalledInCallOrder(t *testing.T) {
 		})
 	}
 }
+
+func TestMergePhasesRatesBothPhasesTogether(t *testing.T) {
+	a := phaseResult{Kind: "reclaimed", Pods: 1000, Bound: 1000, CreateSeconds: 8, Seconds: 10, BindP50ms: 100, BindP99ms: 900,
+		AlgorithmMeanMs: 4, CPUPerPodMs: map[string]float64{"all": 6}, ExtenderMeanMs: map[string]float64{"filter": 0.5}}
+	b := phaseResult{Kind: "reclaimed", Pods: 1000, Bound: 500, CreateSeconds: 12, Seconds: 15, BindP50ms: 300, BindP99ms: 700,
+		AlgorithmMeanMs: 7, CPUPerPodMs: map[string]float64{"all": 9}, Note: "only 500 of 1000 pods bound"}
+	m := mergePhases([]phaseResult{a, b})
+	// 1500 pods over 25 s; means weighted 1000:500.
+	want := phaseResult{Kind: "reclaimed", Pods: 2000, Bound: 1500, CreateSeconds: 20, Seconds: 25, PodsPerSecond: 60,
+		BindP50ms: 300, BindP99ms: 900, AlgorithmMeanMs: 5, Note: "only 500 of 1000 pods bound"}
+	if m.Kind != want.Kind || m.Pods != want.Pods || m.Bound != want.Bound || m.CreateSeconds != want.CreateSeconds ||
+		m.Seconds != want.Seconds || m.PodsPerSecond != want.PodsPerSecond || m.BindP50ms != want.BindP50ms ||
+		m.BindP99ms != want.BindP99ms || m.AlgorithmMeanMs != want.AlgorithmMeanMs || m.Note != want.Note {
+		t.Errorf("merged %+v, want %+v", m, want)
+	}
+	// The extender's mean comes from the one phase that measured it.
+	if math.Abs(m.CPUPerPodMs["all"]-7) > 1e-9 || m.ExtenderMeanMs["filter"] != 0.5 {
+		t.Errorf("weighted means: cpu %v, extender %v; want all 7, filter 0.5", m.CPUPerPodMs, m.ExtenderMeanMs)
+	}
+	if z := mergePhases(nil); z.Pods != 0 || z.Kind != "" || z.CPUPerPodMs != nil {
+		t.Errorf("no phase merges to the zero result, got %+v", z)
+	}
+}
