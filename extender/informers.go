@@ -171,11 +171,7 @@ func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache
 		nodes: cache.NewSharedIndexInformerWithOptions(compactlist.New(nodeLW, nodeRecords(n)), &nodeRecord{},
 			cache.SharedIndexInformerOptions{ObjectDescription: "nodes"}),
 	}
-	if _, err := inf.pods.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { withPod(obj, c.setPod) },
-		UpdateFunc: func(_, obj interface{}) { withPod(obj, c.setPod) },
-		DeleteFunc: func(obj interface{}) { withPod(obj, c.deletePod) },
-	}); err != nil {
+	if _, err := inf.pods.AddEventHandler(podHandlers(c)); err != nil {
 		return nil, err
 	}
 	if _, err := inf.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
@@ -186,6 +182,26 @@ func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache
 		return nil, err
 	}
 	return inf, nil
+}
+
+// podHandlers applies the pod informer's events to c.
+func podHandlers(c *nodeCache) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc: func(obj interface{}) { withPod(obj, c.setPod) },
+		UpdateFunc: func(oldObj, obj interface{}) {
+			withPod(obj, func(p *podRecord) {
+				// The informer keys pods by namespace/name: after a relist, a
+				// pod deleted and recreated under its name while the watch was
+				// down (a StatefulSet's) comes as an update of the old pod,
+				// whose deletion never comes. The cache is keyed by UID.
+				if old, ok := oldObj.(*podRecord); ok && old.uid != p.uid {
+					c.deletePod(old)
+				}
+				c.setPod(p)
+			})
+		},
+		DeleteFunc: func(obj interface{}) { withPod(obj, c.deletePod) },
+	}
 }
 
 func withPod(obj interface{}, f func(*podRecord)) {

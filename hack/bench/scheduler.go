@@ -281,7 +281,11 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		algoBefore, _ := b.algorithmTime(ctx)
 		cpuBefore, phaseStart := b.processCPU(), time.Now()
 		profiled := b.profileScheduler(ctx, reclaimed)
-		p, err := b.phase(ctx, "timed", reclaimed, cfg.pods)
+		// Fresh names per phase: kwok deletes a pod by name, with no UID
+		// precondition, when it sees the pod's deletion, and on a loaded
+		// machine it sees the previous phase's deletions seconds late. Pods
+		// reusing those names were deleted by it and never bound.
+		p, err := b.phase(ctx, fmt.Sprintf("timed%d", i+1), reclaimed, cfg.pods)
 		if err != nil {
 			return nil, err
 		}

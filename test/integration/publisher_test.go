@@ -60,8 +60,9 @@ func TestPublisher(t *testing.T) {
 
 	// node 0: a regular pod using 2 cores / 4 GiB.
 	// node 1: a regular pod using 6 cores / 1 GiB (later in pool "tight").
-	// node 2: a reclaimed pod using 3 cores / 2 GiB and a regular pod using 1 core / 1 GiB:
-	//         the reclaimed pod's usage must not count against the node.
+	// node 2: a reclaimed pod granted 1 core / 1 GiB using 900m / 768 MiB, and a regular
+	//         pod using 1 core / 1 GiB: the reclaimed pod's usage must not count against
+	//         the node (usage beyond its grant would: kubelet caps it there).
 	regular := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
 	reclaimedReq := corev1.ResourceList{names.CPU: resource.MustParse("1000"), names.Memory: resource.MustParse("1Gi")}
 	framework.CreatePod(t, c, podSpec("default", "reg-0", nodes[0], regular, nil))
@@ -69,7 +70,7 @@ func TestPublisher(t *testing.T) {
 	framework.CreatePod(t, c, podSpec("default", "rec-2", nodes[2], nil, reclaimedReq))
 	framework.CreatePod(t, c, podSpec("default", "reg-2", nodes[2], regular, nil))
 	for _, u := range []struct{ pod, cpu, mem string }{
-		{"reg-0", "2", "4Gi"}, {"reg-1", "6", "1Gi"}, {"rec-2", "3", "2Gi"}, {"reg-2", "1", "1Gi"},
+		{"reg-0", "2", "4Gi"}, {"reg-1", "6", "1Gi"}, {"rec-2", "900m", "768Mi"}, {"reg-2", "1", "1Gi"},
 	} {
 		if err := c.SetPodUsage(ctx, "default", u.pod, u.cpu, u.mem); err != nil {
 			t.Fatal(err)

@@ -75,10 +75,11 @@ func TestKubectlReclaimSimulate(t *testing.T) {
 	const allocCPU, allocMem = 16000, 64 << 30
 
 	// node 0: a regular pod using 2 cores / 4 GiB; node 1: 6 cores / 1 GiB;
-	// node 2: a reclaimed pod using 3 cores / 2 GiB (not regular work) and a
-	// regular pod using 1 core / 1 GiB.
+	// node 2: a reclaimed pod granted and using 3 cores / 2 GiB (not regular
+	// work: its usage counts up to its grant) and a regular pod using 1 core
+	// / 1 GiB.
 	regular := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-	reclaimedReq := corev1.ResourceList{names.CPU: resource.MustParse("1000"), names.Memory: resource.MustParse("1Gi")}
+	reclaimedReq := corev1.ResourceList{names.CPU: resource.MustParse("3000"), names.Memory: resource.MustParse("2Gi")}
 	framework.CreatePod(t, c, podSpec("default", "sim-reg-0", nodes[0], regular, nil))
 	framework.CreatePod(t, c, podSpec("default", "sim-reg-1", nodes[1], regular, nil))
 	framework.CreatePod(t, c, podSpec("default", "sim-rec-2", nodes[2], nil, reclaimedReq))
