@@ -1212,25 +1212,7 @@ func TestOwnSchedulerExtender(t *testing.T) {
 // from components/eviction.
 func TestEvictionComponent(t *testing.T) {
 	for _, overlay := range []string{"default", "cert-manager"} {
-		k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../" + overlay +
-			"\ncomponents:\n- ../components/eviction\n"
-		m, err := run("with-eviction", map[string]string{"with-eviction/kustomization.yaml": k})
-		if err != nil {
-			t.Fatalf("%s with components/eviction: %v", overlay, err)
-		}
-		b := &bundle{overlay: overlay + "+eviction", byKey: map[string]*unstructured.Unstructured{}}
-		for _, r := range m.Resources() {
-			raw, err := r.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			o := &unstructured.Unstructured{}
-			if err := o.UnmarshalJSON(raw); err != nil {
-				t.Fatal(err)
-			}
-			b.objs = append(b.objs, o)
-			b.byKey[key(o.GetKind(), o.GetNamespace(), o.GetName())] = o
-		}
+		b := renderWithComponent(t, overlay, "eviction")
 		if pub := b.roles(t)["publisher"].publisher; pub.Eviction.Mode != eviction.ModeOn {
 			t.Errorf("%s: publisher --eviction=%s, want on", b.overlay, pub.Eviction.Mode)
 		}

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"path/filepath"
 )
@@ -30,20 +29,9 @@ type Promtool struct {
 // EnsurePromtool returns the cached promtool and promqlnames, building them
 // (a few minutes the first time) when missing.
 func EnsurePromtool(ctx context.Context, log io.Writer) (*Promtool, error) {
-	if log == nil {
-		log = io.Discard
-	}
-	root, err := RepoRoot()
+	promtool, err := ensureNodeTool(ctx, promtoolTool, "promtool", log)
 	if err != nil {
 		return nil, err
 	}
-	cache, err := CacheDir()
-	if err != nil {
-		return nil, err
-	}
-	d, err := ensureTool(ctx, promtoolTool, filepath.Join(root, "hack", "tools", promtoolTool.name), filepath.Join(cache, "bin"), log)
-	if err != nil {
-		return nil, fmt.Errorf("building %s: %w", promtoolTool.name, err)
-	}
-	return &Promtool{Promtool: filepath.Join(d, "promtool"), PromQLNames: filepath.Join(d, "promqlnames")}, nil
+	return &Promtool{Promtool: promtool, PromQLNames: filepath.Join(filepath.Dir(promtool), "promqlnames")}, nil
 }

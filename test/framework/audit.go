@@ -50,6 +50,9 @@ type AuditEvent struct {
 		Message string `json:"message"`
 	} `json:"responseStatus"`
 	StageTimestamp time.Time `json:"stageTimestamp"`
+	// Annotations carry, among others, the admission webhooks that mutated
+	// the request (mutation.webhook.admission.k8s.io/round_R_index_I).
+	Annotations map[string]string `json:"annotations"`
 }
 
 // NodeWrites reads the audit log of c: the completed writes to nodes (and

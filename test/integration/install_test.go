@@ -1,7 +1,6 @@
 package integration
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -253,12 +252,12 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 		// A kubelet's own status write, after the publisher annotated its
 		// node, that the API server sent through a kube-reclaim webhook.
 		for name := range nodes {
-			var hit *installAuditEvent
+			var hit *framework.AuditEvent
 			took, ok := framework.Poll(90*time.Second, time.Second, func() bool {
-				for _, e := range readInstallAudit(t, c) {
+				for _, e := range allAudit(t, c) {
 					if e.ObjectRef.Resource == "nodes" && e.ObjectRef.Subresource == "status" && e.ObjectRef.Name == name &&
 						e.User.Username == "system:node:"+name && e.StageTimestamp.After(annotated) && e.ResponseStatus.Code < 300 &&
-						e.mutatedBy(configs) != "" {
+						mutatedBy(&e, configs) != "" {
 						hit = &e
 						return true
 					}
@@ -276,7 +275,7 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 				t.Errorf("node %s lost %s after kubelet's status write", name, names.CPU)
 			}
 			t.Logf("node %s: kubelet %s nodes/status at %s passed %s; node keeps %s", name, hit.Verb,
-				hit.StageTimestamp.Format(time.RFC3339), hit.mutatedBy(configs), names.CPU)
+				hit.StageTimestamp.Format(time.RFC3339), mutatedBy(hit, configs), names.CPU)
 		}
 	})
 
@@ -389,9 +388,9 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 
 		// Placed by kube-reclaim-scheduler, bound by its extender: the
 		// Binding's client is kube-reclaim's, not kube-scheduler's.
-		var binding *installAuditEvent
+		var binding *framework.AuditEvent
 		if _, ok := framework.Poll(30*time.Second, time.Second, func() bool {
-			for _, e := range readInstallAudit(t, c) {
+			for _, e := range allAudit(t, c) {
 				if e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "binding" && e.ObjectRef.Name == pod.Name && e.ResponseStatus.Code < 300 {
 					binding = &e
 					return true
@@ -491,15 +490,9 @@ func deploymentSummary(ds []appsv1.Deployment) string {
 	return strings.Join(parts, ", ")
 }
 
-// installAuditEvent is framework.AuditEvent plus the annotations that name
-// the admission webhooks that saw a request.
-type installAuditEvent struct {
-	framework.AuditEvent
-	Annotations map[string]string `json:"annotations"`
-}
-
-// mutatedBy returns the admission annotation that names one of configs, or "".
-func (e *installAuditEvent) mutatedBy(configs map[string]bool) string {
+// mutatedBy returns the admission annotation of e that names one of
+// configs, or "".
+func mutatedBy(e *framework.AuditEvent, configs map[string]bool) string {
 	for k, v := range e.Annotations {
 		if !strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") {
 			continue
@@ -515,21 +508,7 @@ func (e *installAuditEvent) mutatedBy(configs map[string]bool) string {
 	return ""
 }
 
-func readInstallAudit(t *testing.T, c *cluster.Cluster) []installAuditEvent {
-	t.Helper()
-	f, err := os.Open(c.AuditLogPath())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []installAuditEvent
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		var e installAuditEvent
-		if json.Unmarshal(s.Bytes(), &e) == nil && e.Stage == "ResponseComplete" {
-			out = append(out, e)
-		}
-	}
-	return out
+// allAudit is every completed request the audit log of c holds so far.
+func allAudit(t *testing.T, c *cluster.Cluster) []framework.AuditEvent {
+	return framework.AuditEvents(t, c, time.Time{}, time.Now().Add(time.Hour), func(*framework.AuditEvent) bool { return true })
 }
