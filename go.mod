@@ -28,7 +28,10 @@ require (
 	sigs.k8s.io/yaml v1.6.0
 )
 
-require gotest.tools/v3 v3.5.2 // indirect
+require (
+	github.com/kylelemons/godebug v1.1.0 // indirect
+	gotest.tools/v3 v3.5.2 // indirect
+)
 
 require (
 	codeberg.org/go-fonts/liberation v0.5.0 // indirect

@@ -40,6 +40,9 @@ type podRecord struct {
 	// unenforced says what the pod lacks of the limits the pod webhook
 	// sets (enforcement.Enforced); empty when it lacks nothing.
 	unenforced string
+	// created is the pod's creation time in Unix seconds (0: not set), for
+	// the age of Pending reclaimed pods (pendingCollector).
+	created int64
 }
 
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
@@ -87,6 +90,9 @@ func newPodRecord(n reclaimable.Names, p *corev1.Pod) *podRecord {
 	r := &podRecord{namespace: intern(p.Namespace), name: p.Name, uid: p.UID, resourceVersion: p.ResourceVersion,
 		req: req, mismatch: mismatch,
 		terminal: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
+	if !p.CreationTimestamp.IsZero() {
+		r.created = p.CreationTimestamp.Unix()
+	}
 	if p.Spec.NodeName != "" {
 		r.nodeName = intern(p.Spec.NodeName)
 	}
@@ -167,7 +173,7 @@ func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache
 	}
 	inf := &informers{
 		pods: cache.NewSharedIndexInformerWithOptions(compactlist.New(podLW, podRecords(n)), &podRecord{},
-			cache.SharedIndexInformerOptions{ObjectDescription: "pods"}),
+			cache.SharedIndexInformerOptions{ObjectDescription: "pods", Indexers: cache.Indexers{pendingIndex: pendingReclaimed}}),
 		nodes: cache.NewSharedIndexInformerWithOptions(compactlist.New(nodeLW, nodeRecords(n)), &nodeRecord{},
 			cache.SharedIndexInformerOptions{ObjectDescription: "nodes"}),
 	}

@@ -1,7 +1,10 @@
 package extender
 
 import (
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 )
@@ -33,16 +36,19 @@ const (
 )
 
 type metrics struct {
-	requests            *serving.RequestMetrics
-	filtered            [nReasons]prometheus.Counter // by reasonID, every label pre-created
-	binds               *prometheus.CounterVec
-	conflicts           *prometheus.CounterVec
-	assumptionsExpired  prometheus.Counter
-	assumptionConfirmed prometheus.Histogram
-	clampedNodes        *prometheus.GaugeVec
-	notEnforced         *prometheus.CounterVec
-	bindLookups         *prometheus.CounterVec
-	bindRefusals        *prometheus.CounterVec
+	requests *serving.RequestMetrics
+	filtered [nReasons]prometheus.Counter // by reasonID, every label pre-created
+	binds    *prometheus.CounterVec
+	// bindSuccesses, bindFromInformer and bindFromFilter are children of
+	// binds and bindLookups that every bind counts, resolved once.
+	bindSuccesses, bindFromInformer, bindFromFilter prometheus.Counter
+	conflicts                                       *prometheus.CounterVec
+	assumptionsExpired                              prometheus.Counter
+	assumptionConfirmed                             prometheus.Histogram
+	clampedNodes                                    *prometheus.GaugeVec
+	notEnforced                                     *prometheus.CounterVec
+	bindLookups                                     *prometheus.CounterVec
+	bindRefusals                                    *prometheus.CounterVec
 	// nodesPerCall is by verb (filter, prioritize).
 	nodesPerCall *prometheus.HistogramVec
 }
@@ -105,9 +111,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, v := range []string{"filter", "bind"} {
 		m.notEnforced.WithLabelValues(v)
 	}
-	for _, src := range []string{"informer", "filter"} {
-		m.bindLookups.WithLabelValues(src)
-	}
+	m.bindSuccesses = m.binds.WithLabelValues(bindSuccess)
+	m.bindFromInformer, m.bindFromFilter = m.bindLookups.WithLabelValues("informer"), m.bindLookups.WithLabelValues("filter")
 	for _, r := range []string{refusedNoUID, refusedNotFiltered, refusedScheduler, refusedNoRequest, refusedBound, refusedMismatch, refusedNotEnforced, refusedNoRoom} {
 		m.bindRefusals.WithLabelValues(r)
 	}
@@ -141,4 +146,79 @@ func (m *metrics) countFiltered(c *reasonCounts) {
 			m.filtered[id].Add(float64(n))
 		}
 	}
+}
+
+// pendingIndex indexes, in the pod informer, the pods that ask reclaimed
+// resources and are not bound yet: a scrape reads them alone rather than
+// every pod of the cluster.
+const pendingIndex = "pending-reclaimed"
+
+// pendingKeys is the one index value, shared: the informer calls
+// pendingReclaimed on every pod event and only reads what it returns.
+var pendingKeys = []string{pendingIndex}
+
+func pendingReclaimed(obj any) ([]string, error) {
+	if p, ok := obj.(*podRecord); ok && p.nodeName == "" && !p.terminal && !p.req.IsZero() {
+		return pendingKeys, nil
+	}
+	return nil, nil
+}
+
+// pendingAges are the age buckets of pending_reclaimed_pods, by the upper
+// bound of each (the last has none).
+var pendingAges = []struct {
+	label string
+	below time.Duration
+}{{"under-5m", 5 * time.Minute}, {"5m-30m", 30 * time.Minute}, {"over-30m", 0}}
+
+// pendingCollector reports the Pending reclaimed pods at scrape time: the
+// extender sees every pod, bound or not, whichever scheduler the pod names,
+// so it is the role that tells how long reclaimed pods wait for room.
+type pendingCollector struct {
+	pods          cache.Indexer
+	now           func() time.Time
+	count, oldest *prometheus.Desc
+}
+
+// registerPendingGauges exports the count of the Pending reclaimed pods of
+// the pod informer (indexed under pendingIndex) by age, and the age of the
+// oldest.
+func registerPendingGauges(reg prometheus.Registerer, pods cache.Indexer) {
+	reg.MustRegister(&pendingCollector{pods: pods, now: time.Now,
+		count: prometheus.NewDesc("kube_reclaim_extender_pending_reclaimed_pods",
+			"Pods asking reclaimed resources that are not bound to a node yet, by time since their creation (age: under-5m, 5m-30m, over-30m).",
+			[]string{"age"}, nil),
+		oldest: prometheus.NewDesc("kube_reclaim_extender_oldest_pending_reclaimed_pod_age_seconds",
+			"Time since the creation of the oldest pod asking reclaimed resources that is not bound yet; 0 when none waits.",
+			nil, nil),
+	})
+}
+
+func (c *pendingCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.count; ch <- c.oldest }
+
+func (c *pendingCollector) Collect(ch chan<- prometheus.Metric) {
+	objs, _ := c.pods.ByIndex(pendingIndex, pendingIndex)
+	now := c.now()
+	counts := make([]int, len(pendingAges))
+	var oldest time.Duration
+	for _, obj := range objs {
+		p, ok := obj.(*podRecord)
+		if !ok {
+			continue
+		}
+		var age time.Duration
+		if p.created != 0 {
+			age = max(now.Sub(time.Unix(p.created, 0)), 0)
+		}
+		oldest = max(oldest, age)
+		i := 0
+		for pendingAges[i].below > 0 && age >= pendingAges[i].below {
+			i++
+		}
+		counts[i]++
+	}
+	for i, a := range pendingAges {
+		ch <- prometheus.MustNewConstMetric(c.count, prometheus.GaugeValue, float64(counts[i]), a.label)
+	}
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, oldest.Seconds())
 }

@@ -175,6 +175,7 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 	if err != nil {
 		return nil, err
 	}
+	registerPendingGauges(reg, inf.pods.GetIndexer())
 	e := &extender{cache: c, informers: inf, tracker: tracker}
 	e.server = newServer(cfg.names, cfg.strategy, c, inf, client, e.synced, m)
 	e.server.requireEnforced = cfg.requireEnforced
@@ -280,7 +281,7 @@ func (o *Options) Run(ctx context.Context) error {
 	}
 	log.Info("informers synced; serving the extender verbs")
 	srv := serving.NewServer(o.ListenAddress, ext.server.handler())
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", o.ListenAddress)
+	ln, err := listenVerbs(ctx, o.ListenAddress)
 	if err != nil {
 		cancel()
 		return errors.Join(fmt.Errorf("extender server: %w", err), <-errc)
@@ -309,4 +310,13 @@ func wrap(what string, err error) error {
 		return nil
 	}
 	return fmt.Errorf("%s: %w", what, err)
+}
+
+// listenVerbs listens for the verbs' connections. Without TCP keep-alive
+// probes: the only peer is the scheduler on the same host (127.0.0.1), whose
+// idle connections the server's IdleTimeout closes, and kube-scheduler
+// dials a new connection for most binds (it keeps two idle ones while binds
+// overlap), each of which would otherwise cost four setsockopt calls.
+func listenVerbs(ctx context.Context, addr string) (net.Listener, error) {
+	return (&net.ListenConfig{KeepAlive: -1}).Listen(ctx, "tcp", addr)
 }

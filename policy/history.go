@@ -188,6 +188,17 @@ func (ps PodSeries) appendColumns(t, cpu, mem []int64) ([]int64, []int64, []int6
 	return t, cpu, mem
 }
 
+// Newest returns the newest sample of ps, and false when it has none (or
+// is not Live): the publisher reads every regular pod's latest usage each
+// cycle, and copying whole series for one sample would double the policy's
+// reads.
+func (ps PodSeries) Newest() (Sample, bool) {
+	if !ps.Live() || ps.s.n == 0 {
+		return Sample{}, false
+	}
+	return ps.s.sample(ps.s.buf[(int(ps.s.head)+int(ps.s.n)-1)%len(ps.s.buf)]), true
+}
+
 // DeleteNode forgets a node.
 func (h *History) DeleteNode(name string) {
 	h.mu.Lock()

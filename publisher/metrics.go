@@ -21,7 +21,18 @@ type metrics struct {
 	clusterCPU    prometheus.Gauge
 	clusterMem    prometheus.Gauge
 	nodesWithRoom prometheus.Gauge
+	// What reclaimed pods hold, and what regular pods requested and leave
+	// unused, per node (--per-node-metrics) and over the cluster; the
+	// room, held and unused sums per pool (see setValues).
+	heldCPU, heldMem                   *prometheus.GaugeVec
+	clusterHeldCPU, clusterHeldMem     prometheus.Gauge
+	clusterUnusedCPU, clusterUnusedMem prometheus.Gauge
+	pool                               [nPoolGauges]*prometheus.GaugeVec
 }
+
+// nPoolGauges: room, held and unused requests, CPU and memory each, in the
+// order of poolValues.values.
+const nPoolGauges = 6
 
 // newMetrics registers the publisher's metrics; the per-node gauges only
 // when perNode is set, so that switching them off removes their series.
@@ -58,11 +69,35 @@ func newMetrics(reg prometheus.Registerer, perNode bool) *metrics {
 			Name: "cluster_published_memory_bytes", Help: "Sum over every node of the reclaimable memory published on it (the room), after the last cycle."}),
 		nodesWithRoom: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
 			Name: "nodes_with_room", Help: "Nodes whose published room is above zero for both CPU and memory, after the last cycle."}),
+		heldCPU: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "held_cpu_millicores", Help: "Reclaimed CPU that the node's batch pods hold (the sum of their reclaimed requests), after the last cycle."}, []string{"node"}),
+		heldMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "held_memory_bytes", Help: "Reclaimed memory that the node's batch pods hold (the sum of their reclaimed requests), after the last cycle."}, []string{"node"}),
+		clusterHeldCPU: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "cluster_held_cpu_millicores", Help: "Sum over every node of the reclaimed CPU its batch pods hold, after the last cycle."}),
+		clusterHeldMem: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "cluster_held_memory_bytes", Help: "Sum over every node of the reclaimed memory its batch pods hold, after the last cycle."}),
+		clusterUnusedCPU: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "cluster_unused_requested_cpu_millicores", Help: "CPU that regular pods requested and leave unused, summed over pods: each pod's request minus its newest usage sample, at least zero; a pod without a fresh sample counts as using its request."}),
+		clusterUnusedMem: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
+			Name: "cluster_unused_requested_memory_bytes", Help: "Memory that regular pods requested and leave unused, summed over pods: each pod's request minus its newest usage sample, at least zero; a pod without a fresh sample counts as using its request."}),
+	}
+	for i, g := range []struct{ name, help string }{
+		{"pool_published_cpu_millicores", "Reclaimable CPU published on the nodes of the pool (pool=\"\": the default settings), after the last cycle."},
+		{"pool_published_memory_bytes", "Reclaimable memory published on the nodes of the pool (pool=\"\": the default settings), after the last cycle."},
+		{"pool_held_cpu_millicores", "Reclaimed CPU that batch pods hold on the nodes of the pool, after the last cycle."},
+		{"pool_held_memory_bytes", "Reclaimed memory that batch pods hold on the nodes of the pool, after the last cycle."},
+		{"pool_unused_requested_cpu_millicores", "CPU that regular pods on the nodes of the pool requested and leave unused (as cluster_unused_requested_cpu_millicores)."},
+		{"pool_unused_requested_memory_bytes", "Memory that regular pods on the nodes of the pool requested and leave unused (as cluster_unused_requested_memory_bytes)."},
+	} {
+		m.pool[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: g.name, Help: g.help}, []string{"pool"})
+		reg.MustRegister(m.pool[i])
 	}
 	if perNode {
-		reg.MustRegister(m.publishedCPU, m.publishedMem)
+		reg.MustRegister(m.publishedCPU, m.publishedMem, m.heldCPU, m.heldMem)
 	}
 	reg.MustRegister(m.cycleDuration, m.writes, m.writeErrors, m.refreshesDeferred, m.zeroNodes,
-		m.metricsErrors, m.configReloads, m.leader, m.nodesEvaluated, m.clusterCPU, m.clusterMem, m.nodesWithRoom)
+		m.metricsErrors, m.configReloads, m.leader, m.nodesEvaluated, m.clusterCPU, m.clusterMem, m.nodesWithRoom,
+		m.clusterHeldCPU, m.clusterHeldMem, m.clusterUnusedCPU, m.clusterUnusedMem)
 	return m
 }

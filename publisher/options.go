@@ -88,7 +88,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.Float64Var(&o.DecreaseThreshold, "decrease-threshold", o.DecreaseThreshold, "A decrease smaller than this fraction of the published value is measurement noise and waits for the next refresh, unless the new value is below what reclaimed pods on the node already hold. Increases are gated by the policy file's changeThreshold. Room published this much too high for up to a refresh interval must fit in the policy's margin.")
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes written in parallel.")
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "Time allowed for one node's writes, retries included; a failing node never stalls the others.")
-	fs.BoolVar(&o.PerNodeMetrics, "per-node-metrics", o.PerNodeMetrics, "Export the room published on every node as two gauges labelled by node (two series per node: 10,000 at 5,000 nodes). The cluster-wide sums are exported either way.")
+	fs.BoolVar(&o.PerNodeMetrics, "per-node-metrics", o.PerNodeMetrics, "Export the room published on every node and what its batch pods hold as four gauges labelled by node (four series per node: 20,000 at 5,000 nodes). The cluster-wide and per-pool sums are exported either way.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a coordination.k8s.io Lease; only the leader writes.")
 	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "Namespace of the leader Lease.")
 	fs.StringVar(&o.LeaseName, "leader-elect-name", o.LeaseName, "Name of the leader Lease (the webhook and extender watch it).")

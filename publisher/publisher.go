@@ -67,8 +67,12 @@ type Publisher struct {
 	leading        atomic.Bool
 	lost           atomic.Bool
 	firstCycleDone atomic.Bool
-	// published remembers which nodes have per-node gauges, to delete them.
+	// published remembers which nodes have per-node gauges of the room, to
+	// delete them; held the value of each node's held gauges; pools which
+	// pools have per-pool gauges.
 	published map[string]bool
+	held      map[string]reclaimable.Resources
+	pools     map[string]bool
 }
 
 // Run starts the publisher and blocks until ctx ends.
@@ -166,7 +170,7 @@ func (o *Options) Run(ctx context.Context) error {
 // New builds a publisher without starting it.
 func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
-		published: map[string]bool{}, pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
+		published: map[string]bool{}, held: map[string]reclaimable.Resources{}, pools: map[string]bool{}, pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
 		Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
@@ -287,30 +291,21 @@ func (p *Publisher) Cycle(ctx context.Context) {
 			continue
 		}
 		seen[node.Name] = true
-		w, res, room := p.evaluate(node, cfg, now)
+		o, res := p.evaluate(node, cfg, now)
 		if res.ZeroReason != "" {
 			zero[res.ZeroReason]++
 		}
-		outcomes = append(outcomes, outcome{write: w, room: room})
+		outcomes = append(outcomes, o)
 	}
 	deferred := deferRefreshes(outcomes, refreshBudget(len(nodes), p.opts.Period, p.opts.RefreshInterval))
 	p.m.refreshesDeferred.Add(float64(deferred))
 	writes := make([]write, 0, 16)
-	var total reclaimable.Resources
-	withRoom := 0
 	for _, o := range outcomes {
 		if o.write != nil {
 			writes = append(writes, *o.write)
 		}
-		total.CPUMilli += o.room.CPUMilli
-		total.MemoryBytes += o.room.MemoryBytes
-		if o.room.CPUMilli > 0 && o.room.MemoryBytes > 0 {
-			withRoom++
-		}
 	}
-	p.m.clusterCPU.Set(float64(total.CPUMilli))
-	p.m.clusterMem.Set(float64(total.MemoryBytes))
-	p.m.nodesWithRoom.Set(float64(withRoom))
+	p.setValues(outcomes)
 	p.forgetGone(seen)
 	p.runWrites(ctx, writes)
 	// After the writes: the lowered room is published before anything is
@@ -327,10 +322,16 @@ func (p *Publisher) Cycle(ctx context.Context) {
 }
 
 // outcome is what one cycle does for one node: the write (nil: none) and the
-// room the node carries once it is done.
+// room the node carries once it is done; and what the value gauges read of
+// the node (setValues): its pool, what its reclaimed pods hold and what its
+// regular pods requested and leave unused.
 type outcome struct {
-	write *write
-	room  reclaimable.Resources
+	write  *write
+	room   reclaimable.Resources
+	node   string
+	pool   string
+	held   reclaimable.Resources
+	unused reclaimable.Resources
 }
 
 // minRefreshesPerCycle: up to this many refreshes due at once are all
@@ -379,7 +380,8 @@ func deferRefreshes(outcomes []outcome, budget int) int {
 		return strings.Compare(wa.node, wb.node)
 	})
 	for _, i := range due[budget:] {
-		outcomes[i] = outcome{room: outcomes[i].write.carried}
+		o := &outcomes[i]
+		o.room, o.write = o.write.carried, nil
 	}
 	return len(due) - budget
 }
@@ -401,19 +403,22 @@ type write struct {
 	written time.Time
 }
 
-// evaluate decides what to write for one node, if anything, and returns the
-// room the node carries once that is written.
-func (p *Publisher) evaluate(node *nodeRecord, cfg *policy.Config, now time.Time) (*write, policy.Result, reclaimable.Resources) {
+// evaluate decides what to write for one node, if anything, and returns it
+// with the room the node carries once that is written.
+func (p *Publisher) evaluate(node *nodeRecord, cfg *policy.Config, now time.Time) (outcome, policy.Result) {
 	settings, pool := cfg.For(node.Labels)
 	in, held := p.assembler.Node(node.Name, node.Capacity, node.Allocatable, p.podsByNode[node.Name])
 	res := p.calc.Compute(&in, settings, now, p.opts.MetricsStaleAfter)
 	p.evictor.Observe(node.Name, res, held)
+	o := outcome{node: node.Name, pool: pool, held: held,
+		unused: unusedRequests(in.Pods, now, policy.MetricsStaleAfter(p.opts.MetricsStaleAfter))}
 
 	obs := policy.Observed{Status: node.Status, Held: held, Published: node.Published}
 	d := policy.Decide(obs, res.Resources, now, policy.Gate{ChangeThreshold: settings.ChangeThreshold,
 		DecreaseThreshold: p.opts.DecreaseThreshold, Refresh: p.opts.RefreshInterval})
+	o.room = d.Values
 	if !d.Writes() {
-		return nil, res, d.Values
+		return o, res
 	}
 	w := &write{node: node.Name, values: d.Values, floor: d.Status, reason: d.Reason, status: d.WriteStatus}
 	if obs.Published != nil {
@@ -427,11 +432,12 @@ func (p *Publisher) evaluate(node *nodeRecord, cfg *policy.Config, now time.Time
 		value, err := ann.Marshal()
 		if err != nil {
 			logrus.WithError(err).WithField("node", node.Name).Error("encoding annotation")
-			return nil, res, d.Values
+			return o, res
 		}
 		w.annotation = value
 	}
-	return w, res, d.Values
+	o.write = w
+	return o, res
 }
 
 // podsOn returns the pods bound to a node as the cycle grouped them, for the
@@ -453,6 +459,13 @@ func (p *Publisher) forgetGone(seen map[string]bool) {
 			p.m.publishedCPU.DeleteLabelValues(name)
 			p.m.publishedMem.DeleteLabelValues(name)
 			delete(p.published, name)
+		}
+	}
+	for name := range p.held {
+		if !seen[name] {
+			p.m.heldCPU.DeleteLabelValues(name)
+			p.m.heldMem.DeleteLabelValues(name)
+			delete(p.held, name)
 		}
 	}
 }

@@ -24,6 +24,8 @@ import (
 
 const (
 	nodeCount = 10
+	// nodeCores is every node's CPU.
+	nodeCores = 16
 	batchNS   = "batch"
 	appsNS    = "apps"
 )
@@ -39,6 +41,8 @@ type demo struct {
 	c          *cluster.Cluster
 	nodes      []string
 	tmp        string
+	// rec keeps the looks at the nodes the closing picture draws.
+	rec recorder
 }
 
 // step prints a progress line with the time since the start.
@@ -90,7 +94,7 @@ func (d *demo) run(ctx context.Context) error {
 			return err
 		}
 	}
-	d.nodes, err = c.AddNodes(ctx, nodeCount, cluster.NodeSpec{NamePrefix: "node", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")})
+	d.nodes, err = c.AddNodes(ctx, nodeCount, cluster.NodeSpec{NamePrefix: "node", CPU: *resource.NewQuantity(nodeCores, resource.DecimalSI), Memory: resource.MustParse("64Gi")})
 	if err != nil {
 		return err
 	}
@@ -123,6 +127,8 @@ func (d *demo) run(ctx context.Context) error {
 	for _, r := range []string{stack.Publisher, stack.Webhook, stack.Extender} {
 		d.step("started: kube-reclaim %s", strings.Join(st.Args(r), " "))
 	}
+	stopRecording := d.record(ctx, 2*time.Second)
+	defer stopRecording()
 	d.step("webhook registered for nodes/status (failurePolicy Ignore, timeout 2s) and for pods asking reclaimed resources (failurePolicy Fail, timeout 5s), scheduler uses the extender")
 
 	d.step("waiting for metrics-server to report usage and the publisher to publish every node (about a minute)")
@@ -132,6 +138,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.table(ctx, "published reclaimable capacity")
 
 	d.step("wave 1: 12 batch pods asking 2 reclaimed cores and 4 GiB each (requests == limits); spread favours the most room")
+	d.rec.mark(time.Since(d.start), "wave 1")
 	if err := d.wave(ctx, "wave1", 12, 2000, 4<<30); err != nil {
 		return err
 	}
@@ -141,6 +148,7 @@ func (d *demo) run(ctx context.Context) error {
 	d.enforced(ctx)
 
 	d.step("usage rises on %s (to 12 cores) and %s (to 11 cores / 40 GiB)", d.nodes[0], d.nodes[1])
+	d.rec.mark(time.Since(d.start), "usage rises")
 	if err := c.SetPodUsage(ctx, appsNS, "svc-0", "12", "4Gi"); err != nil {
 		return err
 	}
@@ -155,6 +163,7 @@ func (d *demo) run(ctx context.Context) error {
 	beforeWave2 := d.table(ctx, "after eviction")
 
 	d.step("wave 2: 12 more batch pods of the same size; each goes only where the room published now covers it, or waits")
+	d.rec.mark(time.Since(d.start), "wave 2")
 	if err := d.wave(ctx, "wave2", 12, 2000, 4<<30); err != nil {
 		return err
 	}
@@ -167,6 +176,10 @@ func (d *demo) run(ctx context.Context) error {
 	lines, overbooked := summarize(afterWave1, beforeWave2, final)
 	for _, l := range lines {
 		d.step("%s", l)
+	}
+	stopRecording()
+	if err := d.picture(); err != nil {
+		d.step("warning: no picture: %v", err)
 	}
 	if len(overbooked) > 0 {
 		return fmt.Errorf("the extender placed pods beyond the published room: %s", strings.Join(overbooked, "; "))
@@ -378,10 +391,12 @@ type nodeRow struct {
 	name               string
 	allocCPU, allocMem int64
 	usageCPU, usageMem int64
-	pubCPU, pubMem     int64
-	reqCPU, reqMem     int64
-	batch, regular     int
-	stale              string
+	// regularCPU is what the node's regular pods use (their PodMetrics).
+	regularCPU     int64
+	pubCPU, pubMem int64
+	reqCPU, reqMem int64
+	batch, regular int
+	stale          string
 	// batchPods are the names of the node's non-terminal reclaimed pods.
 	batchPods []string
 }
@@ -399,6 +414,14 @@ func (d *demo) rows(ctx context.Context) ([]nodeRow, error) {
 	if m, err := d.c.Metrics.MetricsV1beta1().NodeMetricses().List(ctx, metav1.ListOptions{}); err == nil {
 		for _, nm := range m.Items {
 			usage[nm.Name] = [2]int64{nm.Usage.Cpu().MilliValue(), nm.Usage.Memory().Value()}
+		}
+	}
+	podCPU := map[string]int64{}
+	if m, err := d.c.Metrics.MetricsV1beta1().PodMetricses("").List(ctx, metav1.ListOptions{}); err == nil {
+		for _, pm := range m.Items {
+			for _, c := range pm.Containers {
+				podCPU[pm.Namespace+"/"+pm.Name] += c.Usage.Cpu().MilliValue()
+			}
 		}
 	}
 	byName := map[string]*nodeRow{}
@@ -426,6 +449,7 @@ func (d *demo) rows(ctx context.Context) ([]nodeRow, error) {
 			r.batchPods = append(r.batchPods, p.Name)
 		} else {
 			r.regular++
+			r.regularCPU += podCPU[p.Namespace+"/"+p.Name]
 		}
 	}
 	return rows, nil
@@ -535,4 +559,17 @@ func (d *demo) placements(ctx context.Context) {
 	if err == nil && len(evs.Items) > 0 {
 		fmt.Fprintf(d.out, "    why %s waits: %s\n", pending[0], evs.Items[len(evs.Items)-1].Message)
 	}
+}
+
+// picture writes the closing picture (writeChart) and says where.
+func (d *demo) picture() error {
+	path := imagePath()
+	d.rec.mu.Lock()
+	samples, marks := slices.Clone(d.rec.samples), slices.Clone(d.rec.marks)
+	d.rec.mu.Unlock()
+	if err := writeChart(path, d.nodes, nodeCores, samples, marks); err != nil {
+		return err
+	}
+	d.step("picture of the room, what batch pods held and the regular pods' usage per node over the run (CPU): %s", path)
+	return nil
 }

@@ -3,17 +3,14 @@ package replay
 import (
 	"fmt"
 	"image/color"
-	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
 	"gonum.org/v1/plot/vg/draw"
-	"gonum.org/v1/plot/vg/vgimg"
-	"gonum.org/v1/plot/vg/vgsvg"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/chart"
 )
 
 // WriteFrontierChart draws the reclaimed share against the violation rate of
@@ -37,7 +34,7 @@ func WriteFrontierChart(rep *Report, path string) error {
 			}
 			s.Shape = draw.CircleGlyph{}
 			s.Radius = vg.Points(4)
-			s.Color = palette(i)
+			s.Color = chart.Color(i)
 			if r.Baseline {
 				s.Shape = draw.TriangleGlyph{}
 			}
@@ -54,7 +51,7 @@ func WriteFrontierChart(rep *Report, path string) error {
 		p.Add(plotter.NewGrid())
 		plots[0] = append(plots[0], p)
 	}
-	return save(plots, 22*vg.Centimeter, 10*vg.Centimeter, path)
+	return chart.Save(plots, 22*vg.Centimeter, 10*vg.Centimeter, path)
 }
 
 // WriteTimelineChart draws one node's allocatable, regular usage, usage plus
@@ -91,7 +88,7 @@ func WriteTimelineChart(tl *Timeline, path string) error {
 			if err != nil {
 				return err
 			}
-			line.Color = palette(i)
+			line.Color = chart.Color(i)
 			line.Width = vg.Points(0.7)
 			p.Add(line)
 			p.Legend.Add(l.name, line)
@@ -109,47 +106,5 @@ func WriteTimelineChart(tl *Timeline, path string) error {
 		p.Legend.Top = true
 		plots[row] = []*plot.Plot{p}
 	}
-	return save(plots, 24*vg.Centimeter, 16*vg.Centimeter, path)
-}
-
-// save draws the grid of plots into one PNG or SVG image, told by the
-// file name.
-func save(plots [][]*plot.Plot, w, h vg.Length, path string) error {
-	var canvas vg.CanvasWriterTo
-	switch strings.ToLower(filepath.Ext(path)) {
-	case ".png":
-		canvas = vgimg.PngCanvas{Canvas: vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(110))}
-	case ".svg":
-		canvas = vgsvg.New(w, h)
-	default:
-		return fmt.Errorf("%s: want a .png or .svg file", path)
-	}
-	tiles := draw.Tiles{Rows: len(plots), Cols: len(plots[0]), PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 4,
-		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
-	dc := draw.New(canvas)
-	canvases := plot.Align(plots, tiles, dc)
-	for i := range plots {
-		for j := range plots[i] {
-			plots[i][j].Draw(canvases[i][j])
-		}
-	}
-	f, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	if _, err := canvas.WriteTo(f); err != nil {
-		f.Close()
-		return err
-	}
-	return f.Close()
-}
-
-func palette(i int) color.Color {
-	cs := []color.Color{
-		color.RGBA{R: 31, G: 119, B: 180, A: 255}, color.RGBA{R: 255, G: 127, B: 14, A: 255},
-		color.RGBA{R: 44, G: 160, B: 44, A: 255}, color.RGBA{R: 214, G: 39, B: 40, A: 255},
-		color.RGBA{R: 148, G: 103, B: 189, A: 255}, color.RGBA{R: 140, G: 86, B: 75, A: 255},
-		color.RGBA{R: 227, G: 119, B: 194, A: 255}, color.RGBA{R: 127, G: 127, B: 127, A: 255},
-	}
-	return cs[i%len(cs)]
+	return chart.Save(plots, 24*vg.Centimeter, 16*vg.Centimeter, path)
 }

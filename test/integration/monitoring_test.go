@@ -286,6 +286,37 @@ func exportedSeries(t *testing.T, ep stack.MetricsEndpoint) map[string]bool {
 	return names
 }
 
+// gaugeValue reads the value of the gauge name whose labels include labels
+// from ep's /metrics ("" matches a label that is absent or empty).
+func gaugeValue(t *testing.T, ep stack.MetricsEndpoint, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	body, err := stack.GetMetrics(ctx, ep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range families[name].GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		match := true
+		for k, v := range labels {
+			match = match && have[k] == v
+		}
+		if match {
+			return m.GetGauge().GetValue(), true
+		}
+	}
+	return 0, false
+}
+
 // TestMonitoringNamesExportedSeries: every expression of the PrometheusRule
 // and of the dashboards parses with the Prometheus parser and selects only
 // series that the real roles export, read from their /metrics over HTTPS, or
@@ -326,6 +357,8 @@ func TestMonitoringNamesExportedSeries(t *testing.T) {
 	pod := framework.ReclaimedPod(ns, "batch", 4000, 4<<30)
 	pod.Spec.NodeName = nodes[0]
 	framework.CreatePod(t, c, pod)
+	// No scheduler runs: this one stays Pending, which the extender counts.
+	framework.CreatePod(t, c, framework.ReclaimedPod(ns, "waiting", 1000, 1<<30))
 
 	port, err := cluster.FreePort()
 	if err != nil {
@@ -363,6 +396,27 @@ func TestMonitoringNamesExportedSeries(t *testing.T) {
 	for _, r := range []*framework.Role{pub, wh.Role, ext} {
 		for n := range exportedSeries(t, endpoint(r)) {
 			known[n] = true
+		}
+	}
+	// The value series carry what the cluster holds: the bound batch pod's
+	// reclaimed CPU, per node and summed; the Pending one, counted by age.
+	for _, want := range []struct {
+		role   *framework.Role
+		name   string
+		labels map[string]string
+		value  float64
+	}{
+		{pub, "kube_reclaim_publisher_cluster_held_cpu_millicores", nil, 4000},
+		{pub, "kube_reclaim_publisher_held_cpu_millicores", map[string]string{"node": nodes[0]}, 4000},
+		{pub, "kube_reclaim_publisher_pool_held_cpu_millicores", map[string]string{"pool": ""}, 4000},
+		{ext, "kube_reclaim_extender_pending_reclaimed_pods", map[string]string{"age": "under-5m"}, 1},
+	} {
+		if got, ok := framework.Poll(30*time.Second, time.Second, func() bool {
+			v, found := gaugeValue(t, endpoint(want.role), want.name, want.labels)
+			return found && v == want.value
+		}); !ok {
+			v, _ := gaugeValue(t, endpoint(want.role), want.name, want.labels)
+			t.Errorf("%s%v = %v after %s, want %v", want.name, want.labels, v, got, want.value)
 		}
 	}
 
