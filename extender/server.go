@@ -520,11 +520,14 @@ func (s *server) serveBind(w http.ResponseWriter, r *http.Request) {
 // before the outcome is accounted for.
 func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs) *extenderv1.ExtenderBindingResult {
 	key := args.PodNamespace + "/" + args.PodName
-	log := logrus.WithFields(logrus.Fields{"pod": key, "node": args.Node, "uid": args.PodUID})
+	// Built only when something is logged: a successful bind logs at debug.
+	log := func() *logrus.Entry {
+		return logrus.WithFields(logrus.Fields{"pod": key, "node": args.Node, "uid": args.PodUID})
+	}
 	refuse := func(reason, result, msg string) *extenderv1.ExtenderBindingResult {
 		s.metrics.binds.WithLabelValues(result).Inc()
 		s.metrics.bindRefusals.WithLabelValues(reason).Inc()
-		log.WithFields(logrus.Fields{"result": result, "reason": reason}).Info("bind refused: " + msg)
+		log().WithFields(logrus.Fields{"result": result, "reason": reason}).Info("bind refused: " + msg)
 		return &extenderv1.ExtenderBindingResult{Error: msg}
 	}
 	if args.PodUID == "" {
@@ -572,11 +575,13 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 	s.cache.bound(a, err == nil || !definitelyNotBound(err))
 	if err != nil {
 		s.metrics.binds.WithLabelValues(bindAPIError).Inc()
-		log.WithError(err).Warn("creating the Binding failed")
+		log().WithError(err).Warn("creating the Binding failed")
 		return &extenderv1.ExtenderBindingResult{Error: fmt.Sprintf("binding pod %s to node %s: %v", key, args.Node, err)}
 	}
-	s.metrics.binds.WithLabelValues(bindSuccess).Inc()
-	log.WithFields(logrus.Fields{"cpu": rec.req.CPUMilli, "memory": rec.req.MemoryBytes}).Debug("pod bound")
+	s.metrics.bindSuccesses.Inc()
+	if logrus.IsLevelEnabled(logrus.DebugLevel) {
+		log().WithFields(logrus.Fields{"cpu": rec.req.CPUMilli, "memory": rec.req.MemoryBytes}).Debug("pod bound")
+	}
 	return &extenderv1.ExtenderBindingResult{}
 }
 
@@ -586,10 +591,10 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 // watch may be ahead of ours.
 func (s *server) lookupPod(args *extenderv1.ExtenderBindingArgs, filtered *podRecord) *podRecord {
 	if rec, ok := s.pods.pod(args.PodNamespace, args.PodName); ok && rec.uid == args.PodUID {
-		s.metrics.bindLookups.WithLabelValues("informer").Inc()
+		s.metrics.bindFromInformer.Inc()
 		return rec
 	}
-	s.metrics.bindLookups.WithLabelValues("filter").Inc()
+	s.metrics.bindFromFilter.Inc()
 	return filtered
 }
 

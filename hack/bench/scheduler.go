@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -58,7 +60,7 @@ func (c *schedulerConfig) flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.heartbeat, "heartbeat", 5*time.Minute, "kwok node status write interval: 5m is when a kubelet with node Leases posts an unchanged status; 10s writes as often as it computes one, a background that took most of this machine's two cores")
 	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 2*time.Minute, "give up waiting for a phase's pods to be bound after this")
 	fs.BoolVar(&c.reclaimedFirst, "reclaimed-first", false, "time the phases reclaimed, native, native, reclaimed instead of native, reclaimed, reclaimed, native")
-	fs.StringVar(&c.profileDir, "profile-dir", "", "if set, write kube-scheduler's CPU profile (the first 4s) and execution trace (the next 2s) of each timed phase there")
+	fs.StringVar(&c.profileDir, "profile-dir", "", "if set, write kube-scheduler's CPU profile (the first 4s) and execution trace (the next 2s) of each timed phase there, and the extender's CPU profile (the first 8s; the extender then runs as hack/bench/pprofwrap, the same code with a profiler on loopback)")
 }
 
 // phaseResult is one timed batch of pods.
@@ -122,6 +124,11 @@ type schedBench struct {
 	c      *cluster.Cluster
 	client kubernetes.Interface
 	names  reclaimable.Names
+	// extPprof is the extender's profiler address (-profile-dir only).
+	extPprof string
+
+	// profiles counts the phases profiled, by kind.
+	profiles map[string]int
 
 	mu    sync.Mutex
 	bound map[types.UID]time.Time
@@ -136,7 +143,7 @@ func (b *schedBench) step(format string, args ...any) {
 // runScheduler is `bench scheduler`.
 func runScheduler(ctx context.Context, cfg schedulerConfig, out io.Writer) (*schedulerResult, error) {
 	b := &schedBench{cfg: cfg, out: out, start: time.Now(), names: reclaimable.MustNames(reclaimable.DefaultDomain),
-		bound: map[types.UID]time.Time{}, boundCh: make(chan struct{}, 1)}
+		bound: map[types.UID]time.Time{}, boundCh: make(chan struct{}, 1), profiles: map[string]int{}}
 	defer func() {
 		if b.c != nil {
 			b.c.Stop()
@@ -156,6 +163,14 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	bin, err := stack.BuildBinary(ctx, tmp)
 	if err != nil {
 		return nil, err
+	}
+	var extEnv []string
+	if cfg.profileDir != "" {
+		// The same code with a profiler on loopback (pprofwrap).
+		if bin, b.extPprof, err = buildProfiled(ctx, tmp); err != nil {
+			return nil, err
+		}
+		extEnv = append(extEnv, pprofEnv+"="+b.extPprof)
 	}
 	if _, err := cluster.EnsureBinaries(ctx, b.out); err != nil {
 		return nil, err
@@ -224,7 +239,7 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		// No publisher runs: the annotation's write time alone bounds staleness.
 		"--publisher-lease-name=",
 		fmt.Sprintf("--kube-api-qps=%d", cfg.extenderQPS), fmt.Sprintf("--kube-api-burst=%d", 2*cfg.extenderQPS))
-	if err := c.StartProcessWithEnv(stack.Extender, bin, dep.Env[stack.Extender], args...); err != nil {
+	if err := c.StartProcessWithEnv(stack.Extender, bin, append(slices.Clone(dep.Env[stack.Extender]), extEnv...), args...); err != nil {
 		return nil, err
 	}
 	if err := waitReady(ctx, c, stack.Extender, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), 2*time.Minute); err != nil {
@@ -433,6 +448,15 @@ func (b *schedBench) profileScheduler(ctx context.Context, reclaimed bool) func(
 		kind = "reclaimed"
 	}
 	var g errgroup.Group
+	n := b.profiles[kind]
+	b.profiles[kind]++
+	g.Go(func() error {
+		body, err := httpGet(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=8", b.extPprof))
+		if err != nil {
+			return fmt.Errorf("extender profile: %w", err)
+		}
+		return os.WriteFile(filepath.Join(b.cfg.profileDir, fmt.Sprintf("extender-%s-%d.pprof", kind, n+1)), body, 0o644)
+	})
 	g.Go(func() error {
 		for _, get := range []struct{ path, file string }{
 			{"/debug/pprof/profile?seconds=4", "kube-scheduler-" + kind + ".pprof"},
@@ -815,3 +839,47 @@ func meanDelta(before, after map[string]verbTime, scale float64) map[string]floa
 // p2Goal is the least ratio of reclaimed to native pods per second, in each
 // run (docs/design.md, P2).
 const p2Goal = 0.9
+
+// pprofEnv is pprofwrap's environment variable (package main there).
+const pprofEnv = "KUBE_RECLAIM_BENCH_PPROF"
+
+// buildProfiled builds hack/bench/pprofwrap into dir and picks its
+// profiler's loopback address.
+func buildProfiled(ctx context.Context, dir string) (bin, addr string, err error) {
+	root, err := cluster.RepoRoot()
+	if err != nil {
+		return "", "", err
+	}
+	bin = filepath.Join(dir, "kube-reclaim-pprof")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./hack/bench/pprofwrap")
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("go build ./hack/bench/pprofwrap: %w\n%s", err, out)
+	}
+	port, err := cluster.FreePort()
+	if err != nil {
+		return "", "", err
+	}
+	return bin, fmt.Sprintf("127.0.0.1:%d", port), nil
+}
+
+// httpGet reads url's body, failing on any status but 200.
+func httpGet(ctx context.Context, url string) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
+	}
+	return body, nil
+}
