@@ -19,7 +19,6 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
-	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
 // Everything about a real kubelet runs in this one test: one cluster, one
@@ -257,55 +256,8 @@ func TestRealNode(t *testing.T) {
 		floorSurvivesKubeletRestart(t, c, rn, ns)
 	})
 
-	t.Run("native oversell: kubelet status writes per minute on a plain and an opted-in node", func(t *testing.T) {
-		// kubelet's default frequencies (10s update, 5m report) on a node of
-		// its own: the README's figure is about them. The webhook registered
-		// above stays on; nothing but kubelet writes this node.
-		window := time.Minute
-		if v := os.Getenv("KUBE_RECLAIM_OVERSELL_WINDOW"); v != "" {
-			if window, err = time.ParseDuration(v); err != nil {
-				t.Fatalf("KUBE_RECLAIM_OVERSELL_WINDOW: %v", err)
-			}
-		}
-		const name = "real-defaults"
-		if _, err := c.AddRealNode(ctx, name, cluster.RealNodeSpec{}); err != nil {
-			t.Fatal(err)
-		}
-		// Let registration writes (kubelet's, the node controller's taint
-		// removal) settle before counting: the node Ready and unchanged for
-		// 15s. A fixed pause could still be inside them on a busy machine.
-		var rv string
-		var since time.Time
-		if _, ok := framework.Poll(2*time.Minute, time.Second, func() bool {
-			n := view(t, c, name).Node
-			if n.ResourceVersion != rv {
-				rv, since = n.ResourceVersion, time.Now()
-			}
-			return cluster.NodeReady(n) && time.Since(since) >= 15*time.Second
-		}); !ok {
-			t.Logf("node %s still changing after 2 minutes (resourceVersion %s); counting anyway", name, rv)
-		}
-		plain := countNodeWrites(t, c, name, window)
-		framework.MustPatchNode(t, c, name, map[string]any{"metadata": map[string]any{"labels": map[string]any{names.CPURatio: "1.5"}}})
-		// kubelet posts nothing until its status changes or the report period
-		// (5m) passes, and the webhook only inflates on a status write: one
-		// unchanged status patch goes through it now.
-		framework.MustPatchNode(t, c, name, map[string]any{"status": map[string]any{
-			"addresses": []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.0.0.1"}}}}, "status")
-		// Positive control: the ratio is applied, or the count below would
-		// measure a node that never opted in.
-		if _, ok := framework.Poll(time.Minute, time.Second, func() bool {
-			_, recorded := view(t, c, name).Node.Annotations[webhook.OversellRecordAnnotation(names)]
-			return recorded
-		}); !ok {
-			t.Fatal("oversell never applied on the opted-in node")
-		}
-		opted := countNodeWrites(t, c, name, window)
-		perMin := func(n int) float64 { return float64(n) / window.Minutes() }
-		t.Logf("nodes/status writes over %s each: plain %d (%.2f/min), opted in %d (%.2f/min)", window, plain, perMin(plain), opted, perMin(opted))
-		if opted <= plain || perMin(opted) < 3 {
-			t.Errorf("opted-in node wrote %d times against %d for the plain node over %s: kubelet did not re-post every update period", opted, plain, window)
-		}
+	t.Run("native oversell: kubelet admits against the oversold allocatable; status writes of a plain and an opted-in node in one window", func(t *testing.T) {
+		nativeOversell(t, c, ns)
 	})
 
 	t.Run("uninstall: after the webhook is gone the reclaimed values leave the node for good, and a running batch pod survives a kubelet restart", func(t *testing.T) {
@@ -591,13 +543,4 @@ func assertEveryVersion(t *testing.T, versions []*corev1.Node, cpu, mem int64, s
 		t.Fatalf("none of %d versions came from a kubelet status write after %s", len(versions), since.Format(time.RFC3339))
 	}
 	t.Logf("%d versions of the node, %d with a new kubelet heartbeat, all carry %d/%d", len(versions), kubeletWrites, cpu, mem)
-}
-
-// countNodeWrites counts the writes to a node over a window, by the watch
-// events the apiserver sends (each stored change is one event).
-func countNodeWrites(t *testing.T, c *cluster.Cluster, name string, window time.Duration) int {
-	t.Helper()
-	w := framework.WatchNode(t, c, name)
-	time.Sleep(window)
-	return len(w.Stop(t))
 }
