@@ -20,7 +20,8 @@ import (
 // Tracker follows one Lease. A Lease it tracks counts as dead when it does
 // not exist, was deleted or lacks a renew time or duration: anyone able to
 // delete or blank the Lease must not thereby keep stale room published, and
-// a publisher that never took the Lease has not published anything fresh.
+// a publisher that never took the Lease has not published anything fresh. A
+// Lease its holder released keeps the deadline of the holder's last renewal.
 //
 // A nil *Tracker reports alive: it means the configuration tracks no Lease
 // (--publisher-lease-name empty, for a publisher that runs without leader
@@ -60,6 +61,16 @@ func (t *Tracker) observe(obj interface{}) {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 		t.deadline.Store(0)
+		return
+	}
+	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
+		// Released: a publisher that stops (a deleted pod, every rolling
+		// update) blanks the holder and sets a one-second duration, and a
+		// standby takes the Lease within a retry period. Its last writes
+		// are as fresh as its last renewal made them, so the deadline that
+		// renewal gave stands, never extended: taken from the release
+		// itself, every reader would count the room as zero from two
+		// seconds after the release until the takeover.
 		return
 	}
 	d := time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second

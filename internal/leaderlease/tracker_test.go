@@ -19,7 +19,7 @@ var now = time.Date(2026, 11, 27, 4, 0, 0, 0, time.UTC)
 func lease(renewedAgo time.Duration, duration int32) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: coordinationv1.LeaseSpec{LeaseDurationSeconds: ptr.To(duration),
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("publisher-0"), LeaseDurationSeconds: ptr.To(duration),
 			RenewTime: ptr.To(metav1.NewMicroTime(now.Add(-renewedAgo)))},
 	}
 }
@@ -118,6 +118,75 @@ func TestLeaseBlankedByAnUpdateIsNotAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, tr, false)
+}
+
+// released is the Lease as client-go leaves it when its holder stops
+// (ReleaseOnCancel): no holder, a one-second duration, renewed at the
+// release.
+func released(at time.Duration) *coordinationv1.Lease {
+	l := lease(-at, 1)
+	l.Spec.HolderIdentity = ptr.To("")
+	return l
+}
+
+func TestReleasedLeaseKeepsTheDeadlineOfTheLastRenewal(t *testing.T) {
+	tr, client := started(t, lease(time.Second, 15))
+	if _, err := client.CoordinationV1().Leases(ns).Update(context.Background(), released(0), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The update arrives through the watch: wait for it before judging.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		l, ok, err := tr.informer.GetStore().GetByKey(ns + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok && *l.(*coordinationv1.Lease).Spec.LeaseDurationSeconds == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the release never reached the tracker")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	tests := []struct {
+		name string
+		at   time.Duration // from now, the release
+		want bool
+	}{
+		// Taken from the release, the deadline would be two seconds on:
+		// every reader would count the publisher dead until a standby
+		// takes the Lease.
+		{"between the release and a takeover", 5 * time.Second, true},
+		{"up to two lease durations after the last renewal", 28 * time.Second, true},
+		{"not beyond: a release never extends the deadline", 29 * time.Second, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tr.Alive(now.Add(tt.at)); got != tt.want {
+				t.Errorf("Alive %s after the release = %v, want %v", tt.at, got, tt.want)
+			}
+		})
+	}
+	// A standby that takes the Lease renews it: alive from its renewal on.
+	if _, err := client.CoordinationV1().Leases(ns).Update(context.Background(), lease(-40*time.Second, 15), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.Now().Add(10 * time.Second)
+	for !tr.Alive(now.Add(60 * time.Second)) {
+		if time.Now().After(deadline) {
+			t.Fatal("the takeover never reached the tracker")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestLeaseReleasedBeforeTheFirstListIsNotAlive(t *testing.T) {
+	// No renewal seen, so no deadline to keep: nobody leads.
+	tr, _ := started(t, released(0))
+	if tr.Alive(now) {
+		t.Error("a Lease released before the tracker started counts as alive")
+	}
 }
 
 func TestUntrackedLeaseIsAlive(t *testing.T) {

@@ -37,6 +37,9 @@ type AuditEvent struct {
 	UserAgent string `json:"userAgent"`
 	User      struct {
 		Username string `json:"username"`
+		// Extra names, for a service account token bound to a pod, that
+		// pod (authentication.kubernetes.io/pod-name): which replica wrote.
+		Extra map[string][]string `json:"extra"`
 	} `json:"user"`
 	ObjectRef struct {
 		APIGroup    string `json:"apiGroup"`

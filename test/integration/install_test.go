@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kube-reclaim/kube-reclaim/internal/ociimage"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
@@ -31,6 +30,7 @@ import (
 const (
 	installImageRepo    = "kube-reclaim.local/kube-reclaim"
 	installImageTag     = "install-test"
+	installUpgradeTag   = "install-test-upgrade"
 	installSchedImage   = "registry.k8s.io/kube-scheduler:v1.34.4"
 	installMetricsImage = "kube-reclaim.local/metrics-server:v0.7.2"
 	installNamespace    = "kube-reclaim"
@@ -58,8 +58,14 @@ rules:
 // webhook is called through its Service with the CA it bootstrapped; the
 // publisher reads metrics-server through metrics.k8s.io; a Job opted in by
 // its label alone is rewritten, placed by kube-reclaim-scheduler through
-// its extender, enforced and completes; `kubectl delete -k` and `kubectl
-// reclaim uninstall` leave no node advertising reclaimed capacity.
+// its extender, enforced and completes. Then each leader, and one webhook
+// replica, loses its pod: the publisher's standby publishes within the
+// lease, the scheduler's places a burst without over-booking a node, and
+// kubelets' status writes keep the values. A second build under another
+// version is applied the same way during a burst, and the new webhook and
+// extender work from the old publisher's annotations. Last, `kubectl
+// delete -k` and `kubectl reclaim uninstall` leave no node advertising
+// reclaimed capacity.
 func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: the install test takes minutes")
@@ -86,24 +92,18 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 
 	// Images, before any node runs: this is the part a fresh machine pays for.
 	start := time.Now()
-	idx, err := ociimage.KubeReclaim{
-		RepoRoot: root, WorkDir: filepath.Join(work, "build"), Version: installImageTag,
-		Platforms: []ociimage.Platform{images.HostPlatform},
-	}.Build(ctx)
+	first, err := buildInstallImage(ctx, root, filepath.Join(work, "first"), installImageTag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tarballs := []string{filepath.Join(work, "kube-reclaim.oci.tar"), filepath.Join(work, "kube-scheduler.oci.tar"), filepath.Join(work, "metrics-server.oci.tar")}
-	if err := ociimage.WriteTarball(tarballs[0], installImageRepo+":"+installImageTag, idx); err != nil {
-		t.Fatal(err)
-	}
+	tarballs := []string{first.tarball, filepath.Join(work, "kube-scheduler.oci.tar"), filepath.Join(work, "metrics-server.oci.tar")}
 	if err := images.PackDynamic(bins.Scheduler, "/usr/local/bin/kube-scheduler", installSchedImage, tarballs[1]); err != nil {
 		t.Fatal(err)
 	}
 	if err := images.PackDynamic(bins.MetricsServer, "/usr/local/bin/metrics-server", installMetricsImage, tarballs[2]); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
+	t.Logf("images built in %s (kube-reclaim %s in %s: %q)", time.Since(start).Round(time.Millisecond), first.tag, first.took.Round(time.Millisecond), first.version)
 
 	// The default kube-scheduler places the roles' pods, as in any cluster.
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, EndpointRouting: true, AuditPolicy: installAuditPolicy})
@@ -162,9 +162,7 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	if err := os.MkdirAll(mine, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	kustomization := fmt.Sprintf("resources: [../deploy/default]\nimages:\n  - name: %s\n    newName: %s\n    newTag: %s\n",
-		ociimage.DefaultRepository, installImageRepo, installImageTag)
-	if err := os.WriteFile(filepath.Join(mine, "kustomization.yaml"), []byte(kustomization), 0o644); err != nil {
+	if err := writeInstallKustomization(mine, installImageTag); err != nil {
 		t.Fatal(err)
 	}
 	applied := time.Now()
@@ -193,6 +191,14 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 			t.Errorf("apply to every Deployment Available took %s, goal under 60s", took.Round(time.Second))
 		}
 	})
+
+	// The second build of the upgrade subtest: a build of the same tree
+	// under another version, so that the binary reports another version
+	// and the image has another digest, as a release would. It runs while
+	// the next subtests mostly wait (for metrics, then for the kubelets to
+	// sync the edited ConfigMap), which hides most of its cost.
+	upgrade := startInstallBuild(ctx, root, filepath.Join(work, "upgrade"), installUpgradeTag, nodes)
+	t.Cleanup(func() { <-upgrade.done }) // before the work directory goes
 
 	var annotated time.Time
 	t.Run("the publisher publishes through metrics.k8s.io", func(t *testing.T) {
@@ -421,6 +427,20 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 			t.Fatalf("the Job did not complete within %s", took)
 		}
 		t.Logf("Job complete %s after it was created", time.Since(created).Round(time.Millisecond))
+	})
+
+	t.Run("the publisher leader's pod deleted: the other replica publishes within the lease", func(t *testing.T) {
+		testInstallPublisherFailover(t, c, annotated)
+	})
+	t.Run("a webhook pod deleted: kubelet status writes keep the reclaimed values at every look", func(t *testing.T) {
+		testInstallWebhookFailover(t, c, annotated)
+	})
+	t.Run("the leading kube-reclaim-scheduler pod deleted during a burst: the standby places it, no node over-booked at any look", func(t *testing.T) {
+		testInstallSchedulerFailover(t, c, annotated)
+	})
+	t.Run("apply -k of a second build during heartbeats and a burst: rolled out, values kept, nothing over-booked, the old annotation read", func(t *testing.T) {
+		testInstallUpgrade(t, c, installUpgrade{annotated: annotated, first: first, pending: upgrade, kustomization: mine,
+			overlay: filepath.Join(work, "deploy"), kubectl: kubectl, nodes: nodes})
 	})
 
 	t.Run("kubectl delete -k and kubectl reclaim uninstall leave no node advertising reclaimed capacity", func(t *testing.T) {
