@@ -261,17 +261,7 @@ func unknownSeries(results []promqlResult, known map[string]bool) []string {
 // _count.
 func exportedSeries(t *testing.T, ep stack.MetricsEndpoint) map[string]bool {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	body, err := stack.GetMetrics(ctx, ep)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
+	families := scrapeFamilies(t, ep)
 	names := map[string]bool{}
 	for name, f := range families {
 		switch f.GetType() {
@@ -286,9 +276,8 @@ func exportedSeries(t *testing.T, ep stack.MetricsEndpoint) map[string]bool {
 	return names
 }
 
-// gaugeValue reads the value of the gauge name whose labels include labels
-// from ep's /metrics ("" matches a label that is absent or empty).
-func gaugeValue(t *testing.T, ep stack.MetricsEndpoint, name string, labels map[string]string) (float64, bool) {
+// scrapeFamilies reads ep's /metrics once and parses it.
+func scrapeFamilies(t *testing.T, ep stack.MetricsEndpoint) map[string]*dto.MetricFamily {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -301,6 +290,14 @@ func gaugeValue(t *testing.T, ep stack.MetricsEndpoint, name string, labels map[
 	if err != nil {
 		t.Fatal(err)
 	}
+	return families
+}
+
+// gaugeValue reads the value of the gauge name whose labels include labels
+// from ep's /metrics ("" matches a label that is absent or empty).
+func gaugeValue(t *testing.T, ep stack.MetricsEndpoint, name string, labels map[string]string) (float64, bool) {
+	t.Helper()
+	families := scrapeFamilies(t, ep)
 	for _, m := range families[name].GetMetric() {
 		have := map[string]string{}
 		for _, l := range m.GetLabel() {
