@@ -184,20 +184,34 @@ func kubeletStatusWrites(t *testing.T, c *cluster.Cluster, from time.Time, confi
 	return through, failedOpen
 }
 
-// webhookConfigs are the MutatingWebhookConfigurations that call a Service
-// in the install namespace.
-func webhookConfigs(t *testing.T, c *cluster.Cluster) map[string]bool {
+// installWebhooks are the webhooks of MutatingWebhookConfigurations that
+// call a Service in the install namespace.
+func installWebhooks(t *testing.T, c *cluster.Cluster) []installWebhook {
 	l, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
+	var out []installWebhook
 	for _, cfg := range l.Items {
 		for _, w := range cfg.Webhooks {
 			if s := w.ClientConfig.Service; s != nil && s.Namespace == installNamespace {
-				out[cfg.Name] = true
+				out = append(out, installWebhook{config: cfg.Name, webhook: w.Name, service: s.Namespace + "/" + s.Name, caBundle: w.ClientConfig.CABundle})
 			}
 		}
+	}
+	return out
+}
+
+type installWebhook struct {
+	config, webhook, service string
+	caBundle                 []byte
+}
+
+// webhookConfigs are the names of the configurations installWebhooks finds.
+func webhookConfigs(t *testing.T, c *cluster.Cluster) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range installWebhooks(t, c) {
+		out[w.config] = true
 	}
 	return out
 }

@@ -236,21 +236,13 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 		if annotated.IsZero() {
 			t.Skip("no node annotated")
 		}
-		l, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().List(ctx, metav1.ListOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
 		configs := map[string]bool{}
-		for _, cfg := range l.Items {
-			for _, w := range cfg.Webhooks {
-				if s := w.ClientConfig.Service; s != nil && s.Namespace == installNamespace {
-					configs[cfg.Name] = true
-					if len(w.ClientConfig.CABundle) == 0 {
-						t.Errorf("webhook %s of %s has an empty caBundle", w.Name, cfg.Name)
-					}
-					t.Logf("%s/%s: Service %s/%s, caBundle %d bytes", cfg.Name, w.Name, s.Namespace, s.Name, len(w.ClientConfig.CABundle))
-				}
+		for _, w := range installWebhooks(t, c) {
+			configs[w.config] = true
+			if len(w.caBundle) == 0 {
+				t.Errorf("webhook %s of %s has an empty caBundle", w.webhook, w.config)
 			}
+			t.Logf("%s/%s: Service %s, caBundle %d bytes", w.config, w.webhook, w.service, len(w.caBundle))
 		}
 		if len(configs) == 0 {
 			t.Fatal("no MutatingWebhookConfiguration calls a Service in " + installNamespace)
