@@ -29,6 +29,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/extender"
+	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/publisher"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -408,6 +409,9 @@ func parseRole(t *testing.T, where string, args []string) roleOptions {
 		if f := fs.Lookup(name); !strings.HasPrefix(a, "--") || f == nil || (!hasValue && f.Value.Type() != "bool") {
 			t.Errorf("%s: write flags as --name=value (--name for booleans), got %q", where, a)
 		}
+		if f := fs.Lookup(name); f != nil && f.Deprecated != "" {
+			t.Errorf("%s: %q is a deprecated name: %s", where, a, f.Deprecated)
+		}
 	}
 	if err := validate(); err != nil {
 		t.Fatalf("%s: %s rejects its flags %q:\n%v", where, args[0], args[1:], err)
@@ -493,8 +497,8 @@ func TestRoleFlagsAgreeWithTheObjects(t *testing.T) {
 			path.Base(wh.ConfigFile) != path.Base(pub.ConfigFile) {
 			t.Errorf("%s: webhook --config %s is not the publisher's policy file %s on ConfigMap %s", b.overlay, wh.ConfigFile, pub.ConfigFile, v.ConfigMap.Name)
 		}
-		if !pub.LeaderElect || pub.LeaseNamespace != namespace {
-			t.Errorf("%s: publisher leader election %v in %s", b.overlay, pub.LeaderElect, pub.LeaseNamespace)
+		if le := pub.LeaderElection; !le.LeaderElect || le.ResourceNamespace != namespace {
+			t.Errorf("%s: publisher leader election %v in %s", b.overlay, le.LeaderElect, le.ResourceNamespace)
 		}
 		// Everyone agrees on the lease, the domain and staleness.
 		for _, r := range []struct {
@@ -507,8 +511,8 @@ func TestRoleFlagsAgreeWithTheObjects(t *testing.T) {
 			{"webhook", wh.PublisherLeaseNamespace, wh.PublisherLeaseName, wh.StaleAfter.String(), wh.ResourceDomain, ""},
 			{"extender", ext.PublisherLeaseNamespace, ext.PublisherLeaseName, ext.StaleAfter.String(), ext.ResourceDomain, ""},
 		} {
-			if r.ns != pub.LeaseNamespace || r.name != pub.LeaseName {
-				t.Errorf("%s: %s tracks lease %s/%s, the publisher holds %s/%s", b.overlay, r.role, r.ns, r.name, pub.LeaseNamespace, pub.LeaseName)
+			if le := pub.LeaderElection; r.ns != le.ResourceNamespace || r.name != le.ResourceName {
+				t.Errorf("%s: %s tracks lease %s/%s, the publisher holds %s/%s", b.overlay, r.role, r.ns, r.name, le.ResourceNamespace, le.ResourceName)
 			}
 			if r.domain != pub.ResourceDomain {
 				t.Errorf("%s: %s --resource-domain %s, publisher %s", b.overlay, r.role, r.domain, pub.ResourceDomain)
@@ -980,9 +984,12 @@ func TestPolicyConfigMapIsValid(t *testing.T) {
 	for _, b := range renderAll(t) {
 		var cm corev1.ConfigMap
 		b.get(t, "ConfigMap", namespace, "kube-reclaim-policy", &cm)
-		cfg, err := policy.Load([]byte(cm.Data["policy.yaml"]))
+		cfg, warnings, err := policyfile.Parse([]byte(cm.Data["policy.yaml"]))
 		if err != nil {
 			t.Fatalf("%s: the shipped policy file is rejected: %v", b.overlay, err)
+		}
+		if len(warnings) > 0 {
+			t.Errorf("%s: the shipped policy file loads with warnings: %q", b.overlay, warnings)
 		}
 		if cfg.Default != policy.DefaultSettings() {
 			t.Errorf("%s: the shipped default block %+v differs from the built-in defaults %+v", b.overlay, cfg.Default, policy.DefaultSettings())
@@ -999,7 +1006,7 @@ func TestPolicyConfigMapIsValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	uncommented := regexp.MustCompile(`(?m)^# ?(pools:|  .*)$`).ReplaceAll(raw, []byte("$1"))
-	cfg, err := policy.Load(uncommented)
+	cfg, _, err := policyfile.Parse(uncommented)
 	if err != nil {
 		t.Fatalf("the example pools do not load once uncommented: %v\n%s", err, uncommented)
 	}

@@ -1,16 +1,17 @@
 package enforcement
 
 import (
-	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/kube-reclaim/kube-reclaim/test/importgraph"
 )
 
 // enforcement is pure: the webhook, the extender and kubectl reclaim import
 // it, so it must not pull in client-go or any role's package.
 func TestEnforcementImportsOnlyAPITypesAndReclaimable(t *testing.T) {
-	deps := goListDeps(t, "github.com/kube-reclaim/kube-reclaim/enforcement")
+	deps := importgraph.Deps(t, "github.com/kube-reclaim/kube-reclaim/enforcement")
 	var bad []string
 	for _, p := range deps {
 		if strings.HasPrefix(p, "k8s.io/client-go") ||
@@ -24,19 +25,9 @@ func TestEnforcementImportsOnlyAPITypesAndReclaimable(t *testing.T) {
 		t.Errorf("enforcement depends on %v; it may import only k8s.io/api, k8s.io/apimachinery and reclaimable", bad)
 	}
 	// Positive control: the same listing sees the webhook's client-go.
-	if !slices.ContainsFunc(goListDeps(t, "github.com/kube-reclaim/kube-reclaim/webhook"), func(p string) bool {
+	if !slices.ContainsFunc(importgraph.Deps(t, "github.com/kube-reclaim/kube-reclaim/webhook"), func(p string) bool {
 		return strings.HasPrefix(p, "k8s.io/client-go")
 	}) {
 		t.Error("the check does not see the webhook's dependency on client-go")
 	}
-}
-
-func goListDeps(t *testing.T, pkg string) []string {
-	t.Helper()
-	// go test puts its own go command first on PATH.
-	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", pkg).Output()
-	if err != nil {
-		t.Fatalf("go list -deps %s: %v", pkg, err)
-	}
-	return strings.Fields(string(out))
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -150,30 +151,12 @@ func (h *harness) drainEvents() []string {
 	}
 }
 
-// counter sums the series of a counter or gauge whose labels include the
-// given pairs.
-func (h *harness) counter(name string, labels ...string) float64 {
+// evictions sums evictions_total{mode} over the reasons the controller
+// counts.
+func (h *harness) evictions(mode string) float64 {
 	var sum float64
-	mfs, _ := h.reg.Gather()
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			ok := true
-			for i := 0; i+1 < len(labels); i += 2 {
-				found := false
-				for _, l := range m.GetLabel() {
-					if l.GetName() == labels[i] && l.GetValue() == labels[i+1] {
-						found = true
-					}
-				}
-				ok = ok && found
-			}
-			if ok {
-				sum += m.GetCounter().GetValue() + m.GetGauge().GetValue()
-			}
-		}
+	for _, r := range []string{"over-room-cpu", "over-room-memory", "over-room-cpu-memory"} {
+		sum += testutil.ToFloat64(h.c.m.evictions.WithLabelValues(mode, r))
 	}
 	return sum
 }
@@ -199,7 +182,7 @@ func TestStaleOrMissingMetricsNeverEvict(t *testing.T) {
 					t.Fatalf("cycle %d on %s data: %d eviction calls, want none", i, reason, n)
 				}
 			}
-			if g := h.counter("kube_reclaim_publisher_nodes_over_room"); g != 0 {
+			if g := testutil.ToFloat64(h.c.m.overRoom); g != 0 {
 				t.Errorf("nodes_over_room = %v on %s data, want 0", g, reason)
 			}
 			// Positive control: the same node on fresh data is evicted
@@ -285,7 +268,7 @@ func TestEvictsOnlyReclaimedPodsLowestPriorityThenYoungestUntilHeldFits(t *testi
 	if want := []string{"batch/low-young", "batch/low-old", "batch/mid", "batch/high-old"}; !slices.Equal(h.evicted, want) {
 		t.Errorf("at room 0 evicted %v, want %v", h.evicted, want)
 	}
-	if got := h.counter("kube_reclaim_publisher_evictions_total", "mode", "on", "reason", "over-room-cpu"); got != 4 {
+	if got := testutil.ToFloat64(h.c.m.evictions.WithLabelValues("on", "over-room-cpu")); got != 4 {
 		t.Errorf("evictions_total{mode=on,reason=over-room-cpu} = %v, want 4", got)
 	}
 }
@@ -337,7 +320,7 @@ func TestAPodDisruptionBudgetRefusalIsReportedRetriedLaterAndNeverBypassed(t *te
 			t.Errorf("a refused eviction was bypassed: %s %s", a.GetVerb(), a.GetResource())
 		}
 	}
-	if got := h.counter("kube_reclaim_publisher_evictions_blocked_total"); got != float64(calls) {
+	if got := testutil.ToFloat64(h.c.m.blocked); got != float64(calls) {
 		t.Errorf("evictions_blocked_total = %v, want %d (one per refused call)", got, calls)
 	}
 	ev := h.drainEvents()
@@ -374,7 +357,7 @@ func TestDryRunCountsAndRecordsEventsButEvictsNothing(t *testing.T) {
 	if n := h.evictionCalls(); n != 0 {
 		t.Fatalf("dry-run made %d eviction calls", n)
 	}
-	if got := h.counter("kube_reclaim_publisher_evictions_total", "mode", "dry-run"); got != 2 {
+	if got := h.evictions("dry-run"); got != 2 {
 		t.Errorf("evictions_total{mode=dry-run} = %v, want 2 (what on would evict)", got)
 	}
 	ev := h.drainEvents()
@@ -389,7 +372,7 @@ func TestDryRunCountsAndRecordsEventsButEvictsNothing(t *testing.T) {
 	}
 	// The next cycle, within the grace, does not report the same pods again.
 	h.cycle(2000, "")
-	if got := h.counter("kube_reclaim_publisher_evictions_total", "mode", "dry-run"); got != 2 {
+	if got := h.evictions("dry-run"); got != 2 {
 		t.Errorf("dry-run reported again within the grace: evictions_total = %v", got)
 	}
 }
@@ -403,11 +386,11 @@ func TestOffEvictsNothingButStillCountsNodesOverRoom(t *testing.T) {
 	if n, ev := h.evictionCalls(), h.drainEvents(); n != 0 || len(ev) != 0 {
 		t.Errorf("off: %d eviction calls, events %v", n, ev)
 	}
-	if g := h.counter("kube_reclaim_publisher_nodes_over_room"); g != 1 {
+	if g := testutil.ToFloat64(h.c.m.overRoom); g != 1 {
 		t.Errorf("nodes_over_room = %v, want 1", g)
 	}
 	h.cycle(8000, "")
-	if g := h.counter("kube_reclaim_publisher_nodes_over_room"); g != 0 {
+	if g := testutil.ToFloat64(h.c.m.overRoom); g != 0 {
 		t.Errorf("nodes_over_room = %v once the room covers what is held, want 0", g)
 	}
 }
@@ -433,7 +416,7 @@ func TestRateLimitsSpreadEvictionsOverCycles(t *testing.T) {
 			if want := []int{0, 0, 1, 1, 1, 1, 0}; !slices.Equal(perCycle, want) {
 				t.Errorf("evictions per cycle %v, want %v", perCycle, want)
 			}
-			if got := h.counter("kube_reclaim_publisher_evictions_rate_limited_total"); got == 0 {
+			if got := testutil.ToFloat64(h.c.m.rateLimited); got == 0 {
 				t.Error("evictions_rate_limited_total stayed 0")
 			}
 		})

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +22,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/metrictest"
 )
 
 func TestMain(m *testing.M) {
@@ -269,11 +271,11 @@ func TestBind(t *testing.T) {
 			if got := f.assumptions(); got != tt.wantAssume {
 				t.Errorf("assumptions = %d, want %d", got, tt.wantAssume)
 			}
-			if got := f.counter("kube_reclaim_extender_binds_total", map[string]string{"result": tt.wantResult}); got != 1 {
+			if got := testutil.ToFloat64(f.ext.server.metrics.binds.WithLabelValues(tt.wantResult)); got != 1 {
 				t.Errorf("binds_total{result=%q} = %v, want 1", tt.wantResult, got)
 			}
-			refusals := f.counter("kube_reclaim_extender_bind_refusals_total", nil)
-			if want := f.counter("kube_reclaim_extender_bind_refusals_total", map[string]string{"reason": tt.wantReason}); tt.wantReason == "" && refusals != 0 || tt.wantReason != "" && (refusals != 1 || want != 1) {
+			refusals := f.bindRefusals()
+			if want := testutil.ToFloat64(f.ext.server.metrics.bindRefusals.WithLabelValues(tt.wantReason)); tt.wantReason == "" && refusals != 0 || tt.wantReason != "" && (refusals != 1 || want != 1) {
 				t.Errorf("bind_refusals_total: %v in all, want 1 of reason %q only", refusals, tt.wantReason)
 			}
 		})
@@ -365,7 +367,7 @@ func TestBindUsesThePodFilterAdmittedInsteadOfAGet(t *testing.T) {
 	if got := f.free("n1"); got != req(1000, 3*gi) {
 		t.Errorf("free = %+v, want 1000m / 3Gi: the bind reserved the filtered pod's request", got)
 	}
-	if got := f.counter("kube_reclaim_extender_bind_pod_lookups_total", map[string]string{"source": "filter"}); got != 1 {
+	if got := testutil.ToFloat64(f.ext.server.metrics.bindFromFilter); got != 1 {
 		t.Errorf("filter lookups = %v, want 1", got)
 	}
 	other := pod("fresh", "", 1000, gi)
@@ -510,10 +512,10 @@ func TestAssumptionLifecycle(t *testing.T) {
 		if got := f.free("n1"); got != req(1000, 3*gi) {
 			t.Errorf("free = %+v, want 1000m / 3Gi", got)
 		}
-		if got := f.counter("kube_reclaim_extender_assumption_confirm_duration_seconds", nil); got != 1 {
+		if got := metrictest.HistogramCount(t, f.ext.server.metrics.assumptionConfirmed); got != 1 {
 			t.Errorf("confirmations observed = %v, want 1", got)
 		}
-		if got := f.counter("kube_reclaim_extender_assumptions", nil); got != 0 {
+		if got := metrictest.Gathered(f.t, f.reg, "kube_reclaim_extender_assumptions", nil); got != 0 {
 			t.Errorf("assumptions gauge = %v", got)
 		}
 	})
@@ -524,7 +526,7 @@ func TestAssumptionLifecycle(t *testing.T) {
 		if res := f.bind(p, "n1"); res.Error != "" {
 			t.Fatal(res.Error)
 		}
-		if got := f.counter("kube_reclaim_extender_assumptions", nil); got != 1 {
+		if got := metrictest.Gathered(f.t, f.reg, "kube_reclaim_extender_assumptions", nil); got != 1 {
 			t.Errorf("assumptions gauge = %v, want 1", got)
 		}
 		f.clock.Step(20 * time.Second)
@@ -552,7 +554,7 @@ func TestAssumptionLifecycle(t *testing.T) {
 		f.clock.Step(time.Minute)
 		go f.ext.cache.runExpiry(ctx, time.Millisecond)
 		f.eventually("the expiry loop", func() bool {
-			return f.counter("kube_reclaim_extender_assumptions_expired_total", nil) == 1
+			return testutil.ToFloat64(f.ext.server.metrics.assumptionsExpired) == 1
 		})
 	})
 	t.Run("ends when the pod is deleted", func(t *testing.T) {
@@ -749,11 +751,11 @@ func TestConcurrentBindsNeverOverbook(t *testing.T) {
 				}
 				return true
 			})
-			if got := f.counter("kube_reclaim_extender_binds_total", map[string]string{"result": bindSuccess}); int(got) != bound {
+			if got := testutil.ToFloat64(f.ext.server.metrics.binds.WithLabelValues(bindSuccess)); int(got) != bound {
 				t.Errorf("binds_total{result=success} = %v, want %d", got, bound)
 			}
 			t.Logf("bound %d of %d pods; conflicts %v", bound, tt.pods,
-				f.counter("kube_reclaim_extender_binds_total", map[string]string{"result": bindConflict}))
+				testutil.ToFloat64(f.ext.server.metrics.binds.WithLabelValues(bindConflict)))
 		})
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sirupsen/logrus"
 	logtest "github.com/sirupsen/logrus/hooks/test"
 	corev1 "k8s.io/api/core/v1"
@@ -107,7 +108,7 @@ func TestFilterClampsAnnotationToAllocatable(t *testing.T) {
 	f.t = t
 	// A node counts under each resource it exceeds; no-allocatable exceeds both.
 	for res, want := range map[string]float64{"cpu": 4, "memory": 4} {
-		if got := f.counter("kube_reclaim_extender_clamped_nodes", map[string]string{"resource": res}); got != want {
+		if got := testutil.ToFloat64(f.ext.server.metrics.clampedNodes.WithLabelValues(res)); got != want {
 			t.Errorf("clamped_nodes{resource=%q} = %v, want %v", res, got, want)
 		}
 	}
@@ -167,7 +168,7 @@ func TestClampLoggedOncePerChange(t *testing.T) {
 		return warn, info
 	}
 	gauge := func() float64 {
-		return f.counter("kube_reclaim_extender_clamped_nodes", map[string]string{"resource": "cpu"})
+		return testutil.ToFloat64(f.ext.server.metrics.clampedNodes.WithLabelValues("cpu"))
 	}
 	if w, i := clampLogs(); w != 0 || i != 0 || gauge() != 0 {
 		t.Fatalf("before any clamp: %d warnings, %d infos, gauge %v", w, i, gauge())

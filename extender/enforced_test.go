@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -73,10 +74,10 @@ func TestFilterRequireEnforced(t *testing.T) {
 					t.Errorf("messages %q and %q, want one message containing %q", m1, m2, tt.wantUnres)
 				}
 			}
-			if got := f.counter("kube_reclaim_extender_not_enforced_refusals_total", map[string]string{"verb": "filter"}); got != tt.wantRefusal {
+			if got := testutil.ToFloat64(f.ext.server.metrics.notEnforced.WithLabelValues("filter")); got != tt.wantRefusal {
 				t.Errorf("not_enforced_refusals_total{verb=filter} = %v, want %v", got, tt.wantRefusal)
 			}
-			if got, want := f.counter("kube_reclaim_extender_filtered_nodes_total", map[string]string{"reason": "not-enforced"}), 2*tt.wantRefusal; got != want {
+			if got, want := f.filtered("not-enforced"), 2*tt.wantRefusal; got != want {
 				t.Errorf("filtered_nodes_total{reason=not-enforced} = %v, want %v", got, want)
 			}
 		})
@@ -112,7 +113,7 @@ func TestBindRequireEnforced(t *testing.T) {
 			if tt.wantErr != "" {
 				want = 1
 			}
-			if got := f.counter("kube_reclaim_extender_not_enforced_refusals_total", map[string]string{"verb": "bind"}); got != want {
+			if got := testutil.ToFloat64(f.ext.server.metrics.notEnforced.WithLabelValues("bind")); got != want {
 				t.Errorf("not_enforced_refusals_total{verb=bind} = %v, want %v", got, want)
 			}
 		})

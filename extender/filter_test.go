@@ -8,6 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kube-reclaim/kube-reclaim/test/metrictest"
 )
 
 // filterCluster: nodes with known room; see the comment on each.
@@ -165,11 +167,11 @@ func TestFilterCountsFailuresByReason(t *testing.T) {
 		"annotation-too-old": 1, "annotation-missing": 1, "unknown-node": 1, "limits-mismatch": 2,
 		"publisher-lease-expired": 0,
 	} {
-		if got := f.counter("kube_reclaim_extender_filtered_nodes_total", map[string]string{"reason": reason}); got != want {
+		if got := f.filtered(reason); got != want {
 			t.Errorf("filtered_nodes_total{reason=%q} = %v, want %v", reason, got, want)
 		}
 	}
-	if got := f.counter("kube_reclaim_extender_http_request_duration_seconds", map[string]string{"route": "filter", "code": "200"}); got != 2 {
+	if got := metrictest.Gathered(f.t, f.reg, "kube_reclaim_extender_http_request_duration_seconds", map[string]string{"route": "filter", "code": "200"}); got != 2 {
 		t.Errorf("filter requests observed = %v, want 2", got)
 	}
 }

@@ -6,13 +6,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -57,7 +58,7 @@ func (c *fakeClock) Step(d time.Duration) {
 type fixture struct {
 	t      testing.TB
 	client *fake.Clientset
-	ext    *extender
+	ext    *core
 	clock  *fakeClock
 	alive  atomic.Bool
 	reg    *prometheus.Registry
@@ -202,72 +203,23 @@ func (f *fixture) assumptions() int {
 	return a
 }
 
-// histogram returns the sample count and sum of the histogram name's series
-// matching labels.
-func (f *fixture) histogram(name string, labels map[string]string) (count, sum float64) {
+// filtered reads filtered_nodes_total{reason}.
+func (f *fixture) filtered(reason string) float64 {
 	f.t.Helper()
-	for _, m := range f.series(name, labels) {
-		if h := m.GetHistogram(); h != nil {
-			count += float64(h.GetSampleCount())
-			sum += h.GetSampleSum()
-		}
+	i := slices.Index(reasonLabels[:], reason)
+	if i < 0 || f.ext.server.metrics.filtered[i] == nil {
+		f.t.Fatalf("no filtered_nodes_total{reason=%q}", reason)
 	}
-	return count, sum
+	return testutil.ToFloat64(f.ext.server.metrics.filtered[i])
 }
 
-// counter reads a counter (or the sum of a counter vector's children
-// matching labels) from the fixture's registry.
-func (f *fixture) counter(name string, labels map[string]string) float64 {
-	f.t.Helper()
+// bindRefusals sums bind_refusals_total over its reasons.
+func (f *fixture) bindRefusals() float64 {
 	var sum float64
-	for _, m := range f.series(name, labels) {
-		switch {
-		case m.Counter != nil:
-			sum += m.Counter.GetValue()
-		case m.Gauge != nil:
-			sum += m.Gauge.GetValue()
-		case m.Histogram != nil:
-			sum += float64(m.Histogram.GetSampleCount())
-		}
+	for _, r := range []string{refusedNoUID, refusedNotFiltered, refusedScheduler, refusedNoRequest, refusedBound, refusedMismatch, refusedNotEnforced, refusedNoRoom} {
+		sum += testutil.ToFloat64(f.ext.server.metrics.bindRefusals.WithLabelValues(r))
 	}
 	return sum
-}
-
-// series gathers the fixture's registry and returns the series of the
-// metric name whose labels include labels.
-func (f *fixture) series(name string, labels map[string]string) []*dto.Metric {
-	f.t.Helper()
-	mfs, err := f.reg.Gather()
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	var out []*dto.Metric
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			if matches(m, labels) {
-				out = append(out, m)
-			}
-		}
-	}
-	return out
-}
-
-func matches(m *dto.Metric, labels map[string]string) bool {
-	for k, v := range labels {
-		found := false
-		for _, lp := range m.GetLabel() {
-			if lp.GetName() == k && lp.GetValue() == v {
-				found = true
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 // node returns a node publishing cpu millicores and mem bytes, written

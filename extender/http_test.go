@@ -19,6 +19,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/test/metrictest"
 )
 
 func TestBadInput(t *testing.T) {
@@ -169,8 +170,8 @@ func TestNodesPerCallCountsTheNamesOfEachWellFormedCall(t *testing.T) {
 		t.Fatalf("malformed filter answered %d", rec.Code)
 	}
 	for verb, want := range map[string]struct{ count, sum float64 }{"filter": {1, 3}, "prioritize": {2, 3}} {
-		count, sum := f.histogram("kube_reclaim_extender_nodes_per_call", map[string]string{"verb": verb})
-		if count != want.count || sum != want.sum {
+		count, sum := metrictest.Histogram(t, f.ext.server.metrics.nodesPerCall.WithLabelValues(verb))
+		if float64(count) != want.count || sum != want.sum {
 			t.Errorf("nodes_per_call{verb=%s}: %v calls, %v names; want %v, %v", verb, count, sum, want.count, want.sum)
 		}
 	}

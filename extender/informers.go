@@ -58,7 +58,7 @@ func (p *podRecord) GetObjectKind() schema.ObjectKind { return schema.EmptyObjec
 func (p *podRecord) DeepCopyObject() runtime.Object { c := *p; return &c }
 
 // nodeRecord is all the node informer keeps of a node (a Node with its
-// images and conditions is ~10 KB).
+// images and conditions is kilobytes).
 type nodeRecord struct {
 	name            string
 	resourceVersion string

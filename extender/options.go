@@ -38,6 +38,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
@@ -148,9 +149,9 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
-// extender wires the cache, informers and HTTP server; Run and the tests
-// build it the same way.
-type extender struct {
+// core wires the cache, informers and verbs server; New and the tests build
+// it the same way.
+type core struct {
 	cache     *nodeCache
 	informers *informers
 	tracker   *leaderlease.Tracker
@@ -167,7 +168,7 @@ type config struct {
 	schedulerNames []string
 }
 
-func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*extender, error) {
+func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*core, error) {
 	m := newMetrics(reg)
 	c := newNodeCache(cfg.staleAfter, cfg.assumeTimeout, tracker.Alive, m)
 	registerCacheGauges(reg, c)
@@ -176,7 +177,7 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 		return nil, err
 	}
 	registerPendingGauges(reg, inf.pods.GetIndexer())
-	e := &extender{cache: c, informers: inf, tracker: tracker}
+	e := &core{cache: c, informers: inf, tracker: tracker}
 	e.server = newServer(cfg.names, cfg.strategy, c, inf, client, e.synced, m)
 	e.server.requireEnforced = cfg.requireEnforced
 	if len(cfg.schedulerNames) > 0 {
@@ -188,10 +189,10 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 	return e, nil
 }
 
-func (e *extender) synced() bool { return e.informers.hasSynced() && e.tracker.HasSynced() }
+func (e *core) synced() bool { return e.informers.hasSynced() && e.tracker.HasSynced() }
 
 // registerReadiness makes /readyz fail until the caches synced.
-func (e *extender) registerReadiness(h *serving.Health) {
+func (e *core) registerReadiness(h *serving.Health) {
 	h.AddReadyCheck("informers", func() error {
 		if !e.synced() {
 			return errors.New("node, pod and publisher lease informers not synced yet")
@@ -201,108 +202,123 @@ func (e *extender) registerReadiness(h *serving.Health) {
 }
 
 // start runs the informers, the lease tracker and the assumption expiry until ctx ends.
-func (e *extender) start(ctx context.Context) {
+func (e *core) start(ctx context.Context) {
 	e.informers.run(ctx)
 	go e.tracker.Run(ctx)
 	go e.cache.runExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.assumeTimeout/4)))
 }
 
 // waitForSync blocks until the caches synced or ctx ended.
-func (e *extender) waitForSync(ctx context.Context) bool {
+func (e *core) waitForSync(ctx context.Context) bool {
 	return cache.WaitForCacheSync(ctx.Done(), e.informers.nodes.HasSynced, e.informers.pods.HasSynced, e.tracker.HasSynced)
 }
 
-// Run serves until ctx ends: informers first, /readyz failing until they
-// synced, then the extender verbs; graceful shutdown on cancellation.
+// Run builds the extender from the flags and serves it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
 	o.SetupLogging()
-	restCfg, err := o.RESTConfig("kube-reclaim-extender")
+	e, err := New(o)
 	if err != nil {
 		return err
+	}
+	return e.Run(ctx)
+}
+
+// Extender is the scheduler extender built from its flags: the node cache,
+// the informers, the verbs server and the probes and metrics server, ready
+// to Run.
+type Extender struct {
+	opts      *Options
+	core      *core
+	health    *serving.Health
+	endpoints serving.Endpoints
+	certs     *serving.CertReloader // nil: the verbs are served over HTTP
+	listening atomic.Bool
+}
+
+// New builds the extender: everything that can fail before it serves (the
+// API client, the informers, the serving certificate, the metrics
+// endpoints) fails here.
+func New(o *Options) (*Extender, error) {
+	restCfg, err := o.RESTConfig("kube-reclaim-extender")
+	if err != nil {
+		return nil, err
 	}
 	// Protobuf: listing and watching 150,000 pods costs a fraction of JSON.
 	restCfg.ContentType = "application/vnd.kubernetes.protobuf"
 	restCfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
-		return fmt.Errorf("creating API client: %w", err)
+		return nil, fmt.Errorf("creating API client: %w", err)
 	}
-	tracker := o.NewTracker(client)
 	reg := prometheus.NewRegistry()
-	health := serving.NewHealth(reg)
-	endpoints, err := o.Endpoints(client)
-	if err != nil {
-		return err
+	e := &Extender{opts: o, health: serving.NewHealth(reg)}
+	if e.endpoints, err = o.Endpoints(client); err != nil {
+		return nil, err
 	}
-	ext, err := newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,
-		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced, schedulerNames: o.SchedulerNames}, tracker, reg)
+	e.core, err = newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,
+		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced, schedulerNames: o.SchedulerNames}, o.NewTracker(client), reg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	ext.registerReadiness(health)
+	e.core.registerReadiness(e.health)
 	// Ready means the verbs answer: the listener is bound only after the
 	// caches synced, so /readyz must wait for it too, or a scheduler (or a
 	// test) sent there by readiness meets "connection refused".
-	var listening atomic.Bool
-	health.AddReadyCheck("listener", func() error {
-		if !listening.Load() {
+	e.health.AddReadyCheck("listener", func() error {
+		if !e.listening.Load() {
 			return errors.New("the extender verbs are not being served yet")
 		}
 		return nil
 	})
-	var certs *serving.CertReloader
 	if o.TLSCertFile != "" {
-		if certs, err = serving.NewCertReloader(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
-			return fmt.Errorf("serving certificate: %w", err)
+		if e.certs, err = serving.NewCertReloader(o.TLSCertFile, o.TLSPrivateKeyFile); err != nil {
+			return nil, fmt.Errorf("serving certificate: %w", err)
 		}
-		health.AddReadyCheck("serving-certificate", certs.Check)
+		e.health.AddReadyCheck("serving-certificate", e.certs.Check)
 	}
+	return e, nil
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 2)
-	running := 1
-	go func() { errc <- wrap("health and metrics servers", health.Serve(ctx, endpoints)) }()
-	ext.start(ctx)
+// Run serves until ctx ends or a part fails: informers first, /readyz
+// failing until they synced, then the extender verbs; the first part to
+// fail stops every part, with a graceful shutdown. It returns that failure,
+// or nil on a clean shutdown.
+func (e *Extender) Run(ctx context.Context) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return wrap("health and metrics servers", e.health.Serve(ctx, e.endpoints)) })
+	e.core.start(ctx)
+	if e.certs != nil {
+		g.Go(func() error { e.certs.Run(ctx, certReloadInterval); return nil })
+	}
+	g.Go(func() error { return e.serveVerbs(ctx) })
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	return nil
+}
+
+// serveVerbs waits for the caches to sync, then serves the verbs until ctx
+// ends.
+func (e *Extender) serveVerbs(ctx context.Context) error {
+	o := e.opts
 	log := logrus.WithFields(logrus.Fields{"listen": o.ListenAddress, "strategy": o.Strategy,
 		"staleAfter": o.StaleAfter, "assumeTimeout": o.AssumeTimeout, "domain": o.ResourceDomain,
 		"requireEnforced": o.RequireEnforced, "schedulerNames": o.SchedulerNames})
 	log.Info("extender starting; waiting for the node and pod informers to sync")
-	synced := make(chan bool, 1)
-	go func() { synced <- ext.waitForSync(ctx) }()
-	select {
-	case err := <-errc:
-		return err
-	case ok := <-synced:
-		if !ok {
-			cancel()
-			return <-errc
-		}
+	if !e.core.waitForSync(ctx) {
+		return nil // ctx ended first
 	}
 	log.Info("informers synced; serving the extender verbs")
-	srv := serving.NewServer(o.ListenAddress, ext.server.handler())
 	ln, err := listenVerbs(ctx, o.ListenAddress)
 	if err != nil {
-		cancel()
-		return errors.Join(fmt.Errorf("extender server: %w", err), <-errc)
+		return fmt.Errorf("extender server: %w", err)
 	}
 	var tlsCfg *tls.Config
-	if certs != nil {
-		go certs.Run(ctx, certReloadInterval)
-		tlsCfg = serving.TLSConfig(certs.GetCertificate)
+	if e.certs != nil {
+		tlsCfg = serving.TLSConfig(e.certs.GetCertificate)
 	}
-	running++
-	go func() { errc <- wrap("extender server", serving.Serve(ctx, srv, ln, tlsCfg)) }()
-	listening.Store(true)
-	// The first server to stop (an error, or ctx ending) stops the other.
-	var first error
-	for range running {
-		if err := <-errc; err != nil && first == nil {
-			first = err
-		}
-		cancel()
-	}
-	return first
+	e.listening.Store(true)
+	return wrap("extender server", serving.Serve(ctx, serving.NewServer(o.ListenAddress, e.core.server.handler()), ln, tlsCfg))
 }
 
 func wrap(what string, err error) error {

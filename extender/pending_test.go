@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/test/metrictest"
 )
 
 // The Pending reclaimed pods are counted by age, and the oldest one's age
@@ -28,12 +30,12 @@ func TestPendingReclaimedPodsAreCountedByAgeUntilBound(t *testing.T) {
 	pending := func() map[string]float64 {
 		got := map[string]float64{}
 		for _, age := range []string{"under-5m", "5m-30m", "over-30m"} {
-			got[age] = f.counter("kube_reclaim_extender_pending_reclaimed_pods", map[string]string{"age": age})
+			got[age] = metrictest.Gathered(f.t, f.reg, "kube_reclaim_extender_pending_reclaimed_pods", map[string]string{"age": age})
 		}
 		return got
 	}
 	oldest := func() float64 {
-		return f.counter("kube_reclaim_extender_oldest_pending_reclaimed_pod_age_seconds", nil)
+		return metrictest.Gathered(f.t, f.reg, "kube_reclaim_extender_oldest_pending_reclaimed_pod_age_seconds", nil)
 	}
 
 	if got := pending(); got["under-5m"] != 1 || got["5m-30m"] != 1 || got["over-30m"] != 1 {

@@ -38,8 +38,8 @@ const (
 	// name travels to the extender and back in the filter call, and
 	// NodeResourcesFit checks each extended resource name of the pod
 	// against every node. kube-scheduler's adaptive default
-	// sends 420 nodes at 1,000 and 500 at 5,000, which halved the rate of
-	// reclaimed pods against native ones (make bench, P2); 5 is the floor
+	// sends 420 nodes at 1,000 and 500 at 5,000, which cost reclaimed pods
+	// much of their rate against native ones (docs/benchmarks.md, P2); 5 is the floor
 	// that adaptive default itself reaches at 5,625 nodes. The cost: when
 	// few nodes have room, a pod may be refused by the extender on the
 	// nodes of one cycle and wait for the next cycle, which starts where

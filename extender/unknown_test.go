@@ -105,7 +105,7 @@ func TestUnknownNodeNamesCostNoMemoryPerName(t *testing.T) {
 			}
 			f.t = t
 			// The unknown names are counted once per call, as one aggregate.
-			if got := f.counter("kube_reclaim_extender_filtered_nodes_total", map[string]string{"reason": "unknown-node"}); got < large {
+			if got := f.filtered("unknown-node"); got < large {
 				t.Errorf("filtered_nodes_total{reason=unknown-node} = %v, want at least %d", got, large)
 			}
 		})

@@ -20,20 +20,10 @@ type Calculator struct {
 	acc     []accum
 	vals    []int64
 	nodeT   []int64
-	podT    []int64
-	podCPU  []int64
-	podMem  []int64
+	pod     columns
 	nodeBuf []Sample
 	podBuf  []Sample
 	notes   map[noteKey]string
-}
-
-// accum collects, for one node sample in the window, the pod usage aligned
-// with it.
-type accum struct {
-	podsCPU, podsMem     int64 // every pod with an aligned sample
-	reclCPU, reclMem     int64 // reclaimed pods
-	regMaxCPU, regMaxMem int64 // measured regular pods: max(usage, request)
 }
 
 var calculators = sync.Pool{New: func() any { return new(Calculator) }}
@@ -136,137 +126,6 @@ func (c *Calculator) request(n *Node, s Settings, r Result) Result {
 	return r
 }
 
-// usage runs the usage and max-usage-request policies on fresh samples.
-func (c *Calculator) usage(n *Node, s Settings, r Result, samples []Sample, now time.Time) Result {
-	newest := r.MetricsTime
-	start := now.Add(-s.Window)
-	if newest.Before(start) {
-		// The window holds no sample (window shorter than the stale window):
-		// use the newest one alone.
-		start = newest
-	}
-	i0 := len(samples) - 1
-	for i0 > 0 && !samples[i0-1].Time.Before(start) {
-		i0--
-	}
-	win := samples[i0:]
-	nw := len(win)
-
-	acc := c.acc[:0]
-	acc = slices.Grow(acc, nw)[:nw]
-	clear(acc)
-	c.acc = acc
-	// Times as Unix nanoseconds: time.Time arithmetic dominates otherwise.
-	nodeT := slices.Grow(c.nodeT[:0], nw)[:nw]
-	for i := range win {
-		nodeT[i] = win[i].Time.UnixNano()
-	}
-	c.nodeT = nodeT
-	startN, newestN := start.UnixNano(), newest.UnixNano()
-
-	tol := int64(s.alignment())
-	mur := r.Policy == PolicyMaxUsageRequest
-	var unmeasured reclaimable.Resources
-	nUnmeasured := 0
-	for pi := range n.Pods {
-		p := &n.Pods[pi]
-		podT, podCPU, podMem := c.podSeries(p)
-		measured := false
-		if !p.Reclaimed {
-			measured = len(podT) > 0 && podT[len(podT)-1] >= startN &&
-				!p.StartTime.IsZero() && p.StartTime.UnixNano() <= newestN
-			if !measured {
-				nUnmeasured++
-				unmeasured.CPUMilli += p.Requests.CPUMilli
-				unmeasured.MemoryBytes += p.Requests.MemoryBytes
-			}
-		}
-		if len(podT) == 0 {
-			continue
-		}
-		j := 0
-		for i, t := range nodeT {
-			for j+1 < len(podT) && podT[j+1] <= t {
-				j++
-			}
-			// Nearest pod sample within tol; on a tie the earlier one.
-			best, bestD := -1, tol
-			if d := abs64(t - podT[j]); d <= bestD {
-				best, bestD = j, d
-			}
-			if j+1 < len(podT) {
-				if d := podT[j+1] - t; d <= bestD && (best < 0 || d < bestD) {
-					best = j + 1
-				}
-			}
-			a := &acc[i]
-			var uc, um int64
-			if best >= 0 {
-				uc, um = podCPU[best], podMem[best]
-				if p.Reclaimed {
-					uc, um = min(uc, p.Grant.CPUMilli), min(um, p.Grant.MemoryBytes)
-				}
-				a.podsCPU += uc
-				a.podsMem += um
-			}
-			switch {
-			case p.Reclaimed:
-				a.reclCPU += uc
-				a.reclMem += um
-			case measured && mur:
-				a.regMaxCPU += max(uc, p.Requests.CPUMilli)
-				a.regMaxMem += max(um, p.Requests.MemoryBytes)
-			}
-		}
-	}
-
-	peakNote := c.note(noteKey{kind: notePeak, a: int64(nw), window: s.Window, peak: s.Peak, mur: mur})
-	unmeasuredNote := c.note(noteKey{kind: noteUnmeasured, a: int64(nUnmeasured)})
-	terms := make([]reclaimable.Term, 0, 16)
-	build := func(alloc int64, cpu bool, unmeasured int64, rs ResourceSettings) (reclaimable.ResourceExplanation, int64) {
-		vals := slices.Grow(c.vals[:0], nw)[:nw]
-		for i := range win {
-			node, pods, recl, regMax := win[i].MemoryBytes, acc[i].podsMem, acc[i].reclMem, acc[i].regMaxMem
-			if cpu {
-				node, pods, recl, regMax = win[i].CPUMilli, acc[i].podsCPU, acc[i].reclCPU, acc[i].regMaxCPU
-			}
-			if mur {
-				vals[i] = max(node-pods, 0) + regMax
-			} else {
-				vals[i] = max(node-recl, 0)
-			}
-		}
-		peak := statistic(vals, s.Peak)
-		for i := range win {
-			node, pods := win[i].MemoryBytes, acc[i].podsMem
-			if cpu {
-				node, pods = win[i].CPUMilli, acc[i].podsCPU
-			}
-			vals[i] = max(node-pods, 0)
-		}
-		system := statistic(vals, s.Peak)
-		c.vals = vals
-
-		start := len(terms)
-		alloc = max(alloc, 0)
-		marginPPM := toPPM(rs.Margin)
-		margin := mulPPMCeil(alloc, marginPPM)
-		terms = append(terms,
-			reclaimable.Term{Name: TermAllocatable, Op: reclaimable.OpBase, Value: alloc},
-			reclaimable.Term{Name: TermMargin, Op: reclaimable.OpSubtract, Value: margin, Note: c.note(noteKey{kind: noteMargin, a: marginPPM})},
-			reclaimable.Term{Name: TermRegularPeakUsage, Op: reclaimable.OpSubtract, Value: peak, Note: peakNote},
-			reclaimable.Term{Name: TermSystemUsage, Op: reclaimable.OpInfo, Value: system, Note: noteSystem},
-			reclaimable.Term{Name: TermUnmeasuredRequests, Op: reclaimable.OpSubtract, Value: unmeasured, Note: unmeasuredNote},
-		)
-		v := alloc - margin - peak - unmeasured
-		v = c.clamp(&terms, v, alloc, rs)
-		return reclaimable.ResourceExplanation{Terms: terms[start:len(terms):len(terms)], Result: v}, v
-	}
-	r.Explanation.CPU, r.CPUMilli = build(n.Allocatable.CPUMilli, true, unmeasured.CPUMilli, s.CPU)
-	r.Explanation.Memory, r.MemoryBytes = build(n.Allocatable.MemoryBytes, false, unmeasured.MemoryBytes, s.Memory)
-	return r
-}
-
 // clamp appends the floor, cap and minimum terms and applies them to v.
 func (c *Calculator) clamp(terms *[]reclaimable.Term, v, alloc int64, rs ResourceSettings) int64 {
 	capPPM := toPPM(rs.MaxRatio)
@@ -312,29 +171,6 @@ func sortedSamples(s []Sample, buf *[]Sample) []Sample {
 		}
 	}
 	return s
-}
-
-// podSeries returns the times (Unix nanoseconds), CPU and memory of the
-// pod's samples, ascending by time: read from its Series, or from Samples
-// (sorted into a scratch copy if needed).
-func (c *Calculator) podSeries(p *Pod) (t, cpu, mem []int64) {
-	t, cpu, mem = c.podT[:0], c.podCPU[:0], c.podMem[:0]
-	if p.Series != (PodSeries{}) {
-		t, cpu, mem = p.Series.appendColumns(t, cpu, mem)
-	} else {
-		for _, s := range sortedSamples(p.Samples, &c.podBuf) {
-			t, cpu, mem = append(t, s.Time.UnixNano()), append(cpu, s.CPUMilli), append(mem, s.MemoryBytes)
-		}
-	}
-	c.podT, c.podCPU, c.podMem = t, cpu, mem
-	return t, cpu, mem
-}
-
-func abs64(d int64) int64 {
-	if d < 0 {
-		return -d
-	}
-	return d
 }
 
 // toPPM converts a ratio in [0,1] to parts per million, clamped.

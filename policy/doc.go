@@ -62,14 +62,14 @@
 //
 // # Configuration
 //
-// Load reads the policy file (YAML, usually from a ConfigMap): a default
-// block overriding the built-in defaults, and a list of pools, each with a
-// name, a nodeSelector (every label must match exactly) and overrides of any
-// default field. Pools are tried in file order and the FIRST pool whose
-// selector matches a node wins; a node matching no pool uses the default
-// block. Validation is strict (unknown fields are errors) and reports every
-// problem at once, each with its field path, for example
-// "pools[1].cpu.margin: must be in [0,1), got 1.5". See testdata/example.yaml.
+// Config is the policy file in the form this package computes with: the
+// default Settings, and a list of pools, each with a name, a nodeSelector
+// (every label must match exactly) and fully resolved Settings. Pools are
+// tried in file order and the FIRST pool whose selector matches a node wins;
+// a node matching no pool uses the default block. The file itself, its
+// versions, defaulting and validation are apis/policy/v1alpha1's, and
+// internal/policyfile reads it; this package keeps no decoder so that it
+// stays pure logic.
 //
 // The same file carries profiles, read by the webhook: each a name, a
 // namespaceSelector and a podSelector (metav1.LabelSelector, validated by

@@ -1,15 +1,10 @@
 package policy
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Profile turns opted-in pods into reclaimed pods (the webhook's pods path):
@@ -54,102 +49,26 @@ func (c *Config) Profile(nsLabels, podLabels map[string]string) *Profile {
 	return nil
 }
 
-var profileKeys = []string{"name", "namespaceSelector", "podSelector", "schedulerName", "priorityClassName"}
-
-// profiles parses and validates the "profiles" list.
-func (v *validator) profiles(x any) []Profile {
-	list, ok := x.([]any)
-	if !ok {
-		v.add("profiles", "must be a list, got %s", describe(x))
-		return nil
+// NewProfile builds a profile from the policy file's fields. An absent (nil)
+// selector matches everything, as an empty one does; a selector
+// metav1.LabelSelectorAsSelector refuses is an error, though the policy
+// file's validation refuses it first with its field path.
+func NewProfile(name string, namespaceSelector, podSelector *metav1.LabelSelector, schedulerName, priorityClassName string) (Profile, error) {
+	p := Profile{Name: name, SchedulerName: schedulerName, PriorityClassName: priorityClassName}
+	var err error
+	if p.NamespaceSelector, p.namespaces, err = selector(namespaceSelector); err != nil {
+		return Profile{}, fmt.Errorf("namespaceSelector: %w", err)
 	}
-	out := make([]Profile, 0, len(list))
-	seen := map[string]int{}
-	for i, item := range list {
-		path := fmt.Sprintf("profiles[%d]", i)
-		m := v.mapping(path, item)
-		if m == nil {
-			continue
-		}
-		v.unknown(path, m, profileKeys...)
-		var p Profile
-		name, isString := v.str(path+".name", m, "name")
-		p.Name = name
-		switch {
-		case !isString && m["name"] != nil:
-			// wrong type, already reported
-		case p.Name == "":
-			v.add(path+".name", "must not be empty")
-		case seen[p.Name] > 0:
-			v.add(path+".name", "duplicate profile name %q (also profiles[%d])", p.Name, seen[p.Name]-1)
-		default:
-			seen[p.Name] = i + 1
-			// The name goes into a pod annotation and kubectl columns.
-			v.dns(path+".name", p.Name, validation.IsDNS1123Label)
-		}
-		p.NamespaceSelector, p.namespaces = v.labelSelector(path+".namespaceSelector", m["namespaceSelector"])
-		p.PodSelector, p.pods = v.labelSelector(path+".podSelector", m["podSelector"])
-		if s, ok := v.str(path+".schedulerName", m, "schedulerName"); ok {
-			p.SchedulerName = s
-			v.dns(path+".schedulerName", s, validation.IsDNS1123Subdomain)
-		}
-		if s, ok := v.str(path+".priorityClassName", m, "priorityClassName"); ok {
-			p.PriorityClassName = s
-			v.dns(path+".priorityClassName", s, validation.IsDNS1123Subdomain)
-		}
-		out = append(out, p)
+	if p.PodSelector, p.pods, err = selector(podSelector); err != nil {
+		return Profile{}, fmt.Errorf("podSelector: %w", err)
 	}
-	return out
+	return p, nil
 }
 
-// dns reports a name the apiserver would reject, with the library's reasons.
-func (v *validator) dns(path, s string, check func(string) []string) {
-	for _, msg := range check(s) {
-		v.add(path, "%q: %s", s, msg)
+func selector(ls *metav1.LabelSelector) (metav1.LabelSelector, labels.Selector, error) {
+	if ls == nil {
+		return metav1.LabelSelector{}, labels.Everything(), nil
 	}
-}
-
-// labelSelector decodes a metav1.LabelSelector (absent: match everything)
-// and validates it with apimachinery's own rules, so that the file accepts
-// exactly what a Deployment's selector would.
-func (v *validator) labelSelector(path string, x any) (metav1.LabelSelector, labels.Selector) {
-	if x == nil {
-		return metav1.LabelSelector{}, labels.Everything()
-	}
-	m := v.mapping(path, x)
-	if m == nil {
-		return metav1.LabelSelector{}, labels.Nothing()
-	}
-	v.unknown(path, m, "matchLabels", "matchExpressions")
-	known := map[string]any{}
-	for _, k := range []string{"matchLabels", "matchExpressions"} {
-		if x, ok := m[k]; ok {
-			known[k] = x
-		}
-	}
-	raw, err := json.Marshal(known)
-	if err != nil { // cannot happen: the value came from JSON
-		v.add(path, "%s", err)
-		return metav1.LabelSelector{}, labels.Nothing()
-	}
-	var ls metav1.LabelSelector
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields() // a typo in a matchExpressions entry
-	if err := dec.Decode(&ls); err != nil {
-		v.add(path, "not a label selector (matchLabels: map of strings, matchExpressions: list of {key, operator, values}): %s", err)
-		return metav1.LabelSelector{}, labels.Nothing()
-	}
-	errs := metav1validation.ValidateLabelSelector(&ls, metav1validation.LabelSelectorValidationOptions{}, field.NewPath(path))
-	for _, e := range errs {
-		v.add(e.Field, "%s", e.ErrorBody())
-	}
-	if len(errs) > 0 {
-		return ls, labels.Nothing()
-	}
-	sel, err := metav1.LabelSelectorAsSelector(&ls)
-	if err != nil {
-		v.add(path, "%s", err)
-		return ls, labels.Nothing()
-	}
-	return ls, sel
+	sel, err := metav1.LabelSelectorAsSelector(ls)
+	return *ls.DeepCopy(), sel, err
 }

@@ -18,10 +18,10 @@ import (
 // nodeRecord is what the publisher keeps of a Node. A kubelet's Node
 // carries its images, conditions and addresses, kilobytes each; trimmed to
 // what the publisher reads it still held maps of quantities and the text of
-// the publisher's own annotation, explanation included: 18 MB at 5,000
-// nodes in a heap profile, where the record needs the name, labels (pools),
-// four numbers, and the few values of the status and annotation that the
-// write gate compares.
+// the publisher's own annotation, explanation included, a visible part of
+// the heap at scale (docs/benchmarks.md, P4), where the record needs the
+// name, labels (pools), four numbers, and the few values of the status and
+// annotation that the write gate compares.
 type nodeRecord struct {
 	Name string
 	// ResourceVersion is read by the reflector from watch bookmarks.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/internal/cli"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -32,13 +33,9 @@ type Options struct {
 	WriteTimeout      time.Duration
 	PerNodeMetrics    bool
 
-	LeaderElect    bool
-	LeaseNamespace string
-	LeaseName      string
-	LeaseDuration  time.Duration
-	RenewDeadline  time.Duration
-	RetryPeriod    time.Duration
-	Identity       string
+	// LeaderElection: --leader-elect-*; the webhook and the extender watch
+	// the Lease it names (their --publisher-lease-*).
+	LeaderElection leaderlease.Election
 
 	Eviction eviction.Options
 }
@@ -66,12 +63,7 @@ func NewOptions() *Options {
 		Workers:              16,
 		WriteTimeout:         10 * time.Second,
 		PerNodeMetrics:       true,
-		LeaderElect:          true,
-		LeaseNamespace:       "kube-reclaim",
-		LeaseName:            "kube-reclaim-publisher",
-		LeaseDuration:        15 * time.Second,
-		RenewDeadline:        10 * time.Second,
-		RetryPeriod:          2 * time.Second,
+		LeaderElection:       leaderlease.DefaultElection(),
 		Eviction:             eviction.NewOptions(),
 	}
 }
@@ -89,13 +81,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes written in parallel.")
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "Time allowed for one node's writes, retries included; a failing node never stalls the others.")
 	fs.BoolVar(&o.PerNodeMetrics, "per-node-metrics", o.PerNodeMetrics, "Export the room published on every node and what its batch pods hold as four gauges labelled by node (four series per node: 20,000 at 5,000 nodes). The cluster-wide and per-pool sums are exported either way.")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Elect a leader through a coordination.k8s.io Lease; only the leader writes.")
-	fs.StringVar(&o.LeaseNamespace, "leader-elect-namespace", o.LeaseNamespace, "Namespace of the leader Lease.")
-	fs.StringVar(&o.LeaseName, "leader-elect-name", o.LeaseName, "Name of the leader Lease (the webhook and extender watch it).")
-	fs.DurationVar(&o.LeaseDuration, "leader-elect-lease-duration", o.LeaseDuration, "Lease duration.")
-	fs.DurationVar(&o.RenewDeadline, "leader-elect-renew-deadline", o.RenewDeadline, "How long the leader retries renewing before giving up leadership.")
-	fs.DurationVar(&o.RetryPeriod, "leader-elect-retry-period", o.RetryPeriod, "How often candidates try to acquire or renew the lease.")
-	fs.StringVar(&o.Identity, "leader-elect-identity", o.Identity, "Identity in the lease; hostname_<random> when empty.")
+	o.LeaderElection.AddFlags(fs)
 	o.Eviction.AddFlags(fs)
 }
 
@@ -121,17 +107,7 @@ func (o *Options) Validate() error {
 	if o.Workers < 1 {
 		errs = append(errs, fmt.Errorf("--workers must be at least 1, got %d", o.Workers))
 	}
-	if o.LeaderElect {
-		pos("leader-elect-lease-duration", o.LeaseDuration)
-		pos("leader-elect-renew-deadline", o.RenewDeadline)
-		pos("leader-elect-retry-period", o.RetryPeriod)
-		if o.LeaseName == "" || o.LeaseNamespace == "" {
-			errs = append(errs, errors.New("--leader-elect-name and --leader-elect-namespace are required with --leader-elect"))
-		}
-		if o.RenewDeadline >= o.LeaseDuration {
-			errs = append(errs, fmt.Errorf("--leader-elect-renew-deadline (%s) must be less than --leader-elect-lease-duration (%s)", o.RenewDeadline, o.LeaseDuration))
-		}
-	}
+	errs = append(errs, o.LeaderElection.Validate())
 	if _, _, err := splitNamespaced(o.ConfigMap); o.ConfigMap != "" && err != nil {
 		errs = append(errs, fmt.Errorf("--config-map: %w", err))
 	}

@@ -14,10 +14,10 @@ import (
 // podStore is the publisher's cache of pods, fed by client-go's reflector,
 // and it keeps the records the one way the publisher reads them: grouped by
 // node. An informer would hold them in its own store as well, keyed by a
-// "namespace/name" string made for each, some 20 MB at 150,000 pods of a
-// heap whose size is the publisher's memory goal; and a cycle used to group
-// a listing of that store, some 7 % of the publisher's CPU. The groups hold
-// one pointer per pod.
+// "namespace/name" string made for each, a sizeable part of a heap whose
+// size is the publisher's memory goal; and a cycle used to group a listing
+// of that store, a visible share of the publisher's CPU (docs/benchmarks.md,
+// P4). The groups hold one pointer per pod.
 //
 // A pod is found in the group of its node: spec.nodeName is set once, when
 // the pod is bound, and never changes after, so a pod's new record belongs

@@ -8,12 +8,12 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -64,8 +64,16 @@ type Publisher struct {
 	// (groupPods).
 	podsByNode map[string][]*policyinput.Pod
 
+	// Built by New, started by Run: the policy file, the probes and
+	// metrics server, and the leader elector (nil without leader election)
+	// with the identity it writes in the Lease.
+	file      *policyfile.File
+	health    *serving.Health
+	endpoints serving.Endpoints
+	elector   *leaderelection.LeaderElector
+	identity  string
+
 	leading        atomic.Bool
-	lost           atomic.Bool
 	firstCycleDone atomic.Bool
 	// published remembers which nodes have per-node gauges of the room, to
 	// delete them; held the value of each node's held gauges; pools which
@@ -75,43 +83,84 @@ type Publisher struct {
 	pools     map[string]bool
 }
 
-// Run starts the publisher and blocks until ctx ends.
+// errLostLeadership ends Run when another replica may already be writing.
+var errLostLeadership = errors.New("lost leadership")
+
+// Run builds the publisher from the flags and runs it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
 	o.SetupLogging()
-	file, err := policyfile.Load(o.ConfigFile, o.ConfigReloadInterval)
+	p, err := New(o)
 	if err != nil {
 		return err
+	}
+	return p.Run(ctx)
+}
+
+// New builds a publisher from its flags: everything that can fail before it
+// serves (the policy file, the API clients, the metrics endpoints, the
+// leader elector) fails here.
+func New(o *Options) (*Publisher, error) {
+	file, err := policyfile.Load(o.ConfigFile, o.ConfigReloadInterval)
+	if err != nil {
+		return nil, err
 	}
 	restCfg, err := o.RESTConfig("kube-reclaim-publisher")
 	if err != nil {
-		return err
+		return nil, err
 	}
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	mc, err := metricsclient.NewForConfig(restCfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	reg := prometheus.NewRegistry()
-	p := New(o, client, mc, reg)
+	p := newPublisher(o, client, mc, reg)
+	p.file = file
 	p.config.Store(file.Config())
 	logPolicyWarnings(file.Config())
 	file.OnReload = p.configReloaded
+	p.health = serving.NewHealth(reg)
+	if p.endpoints, err = o.Endpoints(client); err != nil {
+		return nil, err
+	}
+	p.addReadyChecks()
+	if o.LeaderElection.LeaderElect {
+		if p.elector, err = p.leaderElector(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
 
+// Run serves the probes and metrics, watches the policy file, fills the
+// informers and, once leading (or at once without leader election), runs
+// the cycles until ctx ends or a part fails; the first to fail or end stops
+// every part. It returns that failure, or nil on a clean shutdown.
+func (p *Publisher) Run(ctx context.Context) error {
 	broadcaster := record.NewBroadcaster(record.WithContext(ctx))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: p.client.CoreV1().Events("")})
 	defer broadcaster.Shutdown()
 	p.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-reclaim-publisher"})
 	p.evictor.SetRecorder(p.recorder)
 
-	health := serving.NewHealth(reg)
-	endpoints, err := o.Endpoints(client)
-	if err != nil {
+	g, ctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return p.health.Serve(ctx, p.endpoints) })
+	g.Go(func() error { p.file.Run(ctx); return nil })
+	p.startInformers(ctx)
+	g.Go(func() error { return p.lead(ctx) })
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	health.AddReadyCheck("informers", func() error {
+	return nil
+}
+
+// addReadyChecks makes /readyz fail until the informers synced and, on the
+// leader, the first cycle is done.
+func (p *Publisher) addReadyChecks() {
+	p.health.AddReadyCheck("informers", func() error {
 		for _, s := range p.hasSynced {
 			if !s() {
 				return errors.New("informers not synced")
@@ -119,56 +168,41 @@ func (o *Options) Run(ctx context.Context) error {
 		}
 		return nil
 	})
-	health.AddReadyCheck("first-cycle", func() error {
+	p.health.AddReadyCheck("first-cycle", func() error {
 		// A standby replica is ready once synced: it has nothing to publish.
 		if p.leading.Load() && !p.firstCycleDone.Load() {
 			return errors.New("first publish cycle not finished")
 		}
 		return nil
 	})
+}
 
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	errc := make(chan error, 3)
-	wg.Add(2)
-	go func() { defer wg.Done(); errc <- health.Serve(ctx, endpoints) }()
-	go func() { defer wg.Done(); file.Run(ctx) }()
-	p.startInformers(ctx)
-
-	run := func(ctx context.Context) {
-		p.leading.Store(true)
-		p.m.leader.Set(1)
-		p.loop(ctx)
+// lead runs the cycles while this replica leads (always without leader
+// election). Losing the lease while ctx goes on is an error: another replica
+// may already be writing, so the process must stop at once and restart.
+func (p *Publisher) lead(ctx context.Context) error {
+	if p.elector == nil {
+		p.cycles(ctx)
+		return nil
 	}
-	if !o.LeaderElect {
-		wg.Add(1)
-		go func() { defer wg.Done(); run(ctx); errc <- nil }()
-	} else {
-		le, err := p.leaderElector(ctx, run, cancel)
-		if err != nil {
-			return err
-		}
-		wg.Add(1)
-		go func() { defer wg.Done(); le.Run(ctx); errc <- nil }()
-	}
-	select {
-	case err = <-errc:
-	case <-ctx.Done():
-	}
-	cancel()
-	wg.Wait()
-	if err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	if p.lost.Load() {
-		return errors.New("lost leadership")
+	p.elector.Run(ctx)
+	if ctx.Err() == nil && p.leading.Load() {
+		logrus.WithField("identity", p.identity).Error("lost the leader lease; exiting so that only one replica writes")
+		return errLostLeadership
 	}
 	return nil
 }
 
-// New builds a publisher without starting it.
-func New(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
+// cycles marks this replica leading and runs the cycles until ctx ends.
+func (p *Publisher) cycles(ctx context.Context) {
+	p.leading.Store(true)
+	p.m.leader.Set(1)
+	p.loop(ctx)
+}
+
+// newPublisher builds a publisher over the given clients without starting
+// it; New and the tests build it the same way.
+func newPublisher(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
 		published: map[string]bool{}, held: map[string]reclaimable.Resources{}, pools: map[string]bool{}, pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
@@ -215,41 +249,35 @@ func (p *Publisher) startInformers(ctx context.Context) {
 	go pods.RunWithContext(ctx)
 }
 
-func (p *Publisher) leaderElector(parent context.Context, run func(context.Context), cancel context.CancelFunc) (*leaderelection.LeaderElector, error) {
-	id := p.opts.Identity
-	if id == "" {
+// leaderElector builds the elector of --leader-elect-*; its identity is
+// hostname_<random> unless --leader-elect-identity names one.
+func (p *Publisher) leaderElector() (*leaderelection.LeaderElector, error) {
+	e := p.opts.LeaderElection
+	p.identity = e.Identity
+	if p.identity == "" {
 		host, _ := os.Hostname()
-		id = host + "_" + rand.String(8)
+		p.identity = host + "_" + rand.String(8)
 	}
 	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1ObjectMetaNamed(p.opts.LeaseNamespace, p.opts.LeaseName),
+		LeaseMeta:  metav1ObjectMetaNamed(e.ResourceNamespace, e.ResourceName),
 		Client:     p.client.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id},
+		LockConfig: resourcelock.ResourceLockConfig{Identity: p.identity},
 	}
 	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Lock:            lock,
-		LeaseDuration:   p.opts.LeaseDuration,
-		RenewDeadline:   p.opts.RenewDeadline,
-		RetryPeriod:     p.opts.RetryPeriod,
+		LeaseDuration:   e.LeaseDuration.Duration,
+		RenewDeadline:   e.RenewDeadline.Duration,
+		RetryPeriod:     e.RetryPeriod.Duration,
 		ReleaseOnCancel: true,
-		Name:            p.opts.LeaseName,
+		Name:            e.ResourceName,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(ctx context.Context) {
-				logrus.WithField("identity", id).Info("became leader")
-				run(ctx)
+				logrus.WithField("identity", p.identity).Info("became leader")
+				p.cycles(ctx)
 			},
-			// Losing the lease while running means another replica may
-			// already be writing: stop at once and let the process restart.
-			OnStoppedLeading: func() {
-				p.m.leader.Set(0)
-				if parent.Err() == nil && p.leading.Load() {
-					p.lost.Store(true)
-					logrus.WithField("identity", id).Error("lost the leader lease; exiting so that only one replica writes")
-				}
-				cancel()
-			},
+			OnStoppedLeading: func() { p.m.leader.Set(0) },
 			OnNewLeader: func(leader string) {
-				if leader != id {
+				if leader != p.identity {
 					logrus.WithField("leader", leader).Info("following leader")
 				}
 			},

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -37,7 +37,7 @@ func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
 	o.Period = 0
 	o.Workers = 0
 	o.DecreaseThreshold = 2
-	o.RenewDeadline = time.Minute
+	o.LeaderElection.RenewDeadline.Duration = time.Minute
 	o.ConfigMap = "no-slash"
 	err := o.Validate()
 	if err == nil {
@@ -91,7 +91,7 @@ func newTestPublisherWithRegistry(t *testing.T, ctx context.Context, o *Options,
 		}
 	}
 	client := fake.NewSimpleClientset(objs...)
-	p := New(o, client, mc, reg)
+	p := newPublisher(o, client, mc, reg)
 	p.startInformers(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
 		t.Fatal("informers not synced")
@@ -175,36 +175,26 @@ func TestPerNodeMetricsSwitchKeepsClusterSums(t *testing.T) {
 			p, _ := newTestPublisherWithRegistry(t, ctx, o, reg,
 				&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"}})
 			p.Cycle(ctx)
-			families, err := reg.Gather()
-			if err != nil {
-				t.Fatal(err)
-			}
-			got := map[string]float64{}
-			series := map[string]int{}
-			for _, f := range families {
-				for _, m := range f.GetMetric() {
-					series[f.GetName()]++
-					if m.GetGauge() != nil {
-						got[f.GetName()] += m.GetGauge().GetValue()
-					}
-				}
-			}
 			wantSeries := 0
 			if perNode {
 				wantSeries = 2
 			}
 			for _, name := range []string{"kube_reclaim_publisher_published_cpu_millicores", "kube_reclaim_publisher_published_memory_bytes"} {
-				if series[name] != wantSeries {
-					t.Errorf("%s has %d series, want %d", name, series[name], wantSeries)
+				if n, err := testutil.GatherAndCount(reg, name); err != nil || n != wantSeries {
+					t.Errorf("%s has %d series (err %v), want %d", name, n, err, wantSeries)
 				}
 			}
-			for name, want := range map[string]float64{
-				"kube_reclaim_publisher_cluster_published_cpu_millicores": 2 * float64(wantCPU),
-				"kube_reclaim_publisher_cluster_published_memory_bytes":   2 * float64(wantMem),
-				"kube_reclaim_publisher_nodes_with_room":                  2,
+			for _, c := range []struct {
+				name string
+				g    prometheus.Gauge
+				want float64
+			}{
+				{"cluster_published_cpu_millicores", p.m.clusterCPU, 2 * float64(wantCPU)},
+				{"cluster_published_memory_bytes", p.m.clusterMem, 2 * float64(wantMem)},
+				{"nodes_with_room", p.m.nodesWithRoom, 2},
 			} {
-				if got[name] != want {
-					t.Errorf("%s = %v, want %v", name, got[name], want)
+				if got := testutil.ToFloat64(c.g); got != c.want {
+					t.Errorf("%s = %v, want %v", c.name, got, c.want)
 				}
 			}
 		})
@@ -365,31 +355,10 @@ func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
 	if v := statusValues(p.names, got); v == nil || *v != current {
 		t.Errorf("status carries %+v, want %+v", v, current)
 	}
-	if got := writeCounts(t, p); len(got) != 1 || got["status/status-mismatch"] != 1 {
-		t.Errorf("writes_total by kind/reason = %v, want only status/status-mismatch once", got)
+	// Count the series first: reading one creates it.
+	if n, got := testutil.CollectAndCount(p.m.writes), testutil.ToFloat64(p.m.writes.WithLabelValues("status", "status-mismatch")); n != 1 || got != 1 {
+		t.Errorf("writes_total has %d series and status/status-mismatch = %v, want only status/status-mismatch once", n, got)
 	}
-}
-
-// writeCounts reads the writes_total counter by "kind/reason".
-func writeCounts(t *testing.T, p *Publisher) map[string]float64 {
-	t.Helper()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(p.m.writes)
-	families, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range families {
-		for _, m := range f.GetMetric() {
-			l := map[string]string{}
-			for _, lp := range m.GetLabel() {
-				l[lp.GetName()] = lp.GetValue()
-			}
-			out[l["kind"]+"/"+l["reason"]] = m.GetCounter().GetValue()
-		}
-	}
-	return out
 }
 
 // With stale metrics the room drops to zero, but the status stays at what the
@@ -689,7 +658,7 @@ func TestRefreshesDueTogetherAreSpreadOverCyclesOldestFirst(t *testing.T) {
 	if want := append(append([]string{"lowered"}, nodeNames(0, minRefreshesPerCycle)...), "unstatused"); !slices.Equal(first, want) {
 		t.Errorf("first cycle wrote %d nodes %v..., want the %d oldest, the lowered and the unstatused one", len(first), first[:min(3, len(first))], minRefreshesPerCycle)
 	}
-	if got := counterValue(t, p.m.refreshesDeferred); got != due-minRefreshesPerCycle {
+	if got := testutil.ToFloat64(p.m.refreshesDeferred); got != due-minRefreshesPerCycle {
 		t.Errorf("refreshes deferred after the first cycle: %v, want %d", got, due-minRefreshesPerCycle)
 	}
 	if second := cycle(); !slices.Equal(second, nodeNames(minRefreshesPerCycle, 2*minRefreshesPerCycle)) {
@@ -709,13 +678,4 @@ func TestRefreshesDueTogetherAreSpreadOverCyclesOldestFirst(t *testing.T) {
 	if len(patched) != due+2 {
 		t.Errorf("%d nodes written, want %d", len(patched), due+2)
 	}
-}
-
-func counterValue(t *testing.T, c prometheus.Counter) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }

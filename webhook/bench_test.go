@@ -18,22 +18,9 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/benchfixture"
+	"github.com/kube-reclaim/kube-reclaim/test/cputime"
 )
-
-// discardWriter is a ResponseWriter that costs nothing, so the benchmark
-// measures the handler and not a recorder.
-type discardWriter struct {
-	h    http.Header
-	code int
-	n    int
-}
-
-func (d *discardWriter) Header() http.Header  { return d.h }
-func (d *discardWriter) WriteHeader(code int) { d.code = code }
-func (d *discardWriter) Write(b []byte) (int, error) {
-	d.n += len(b)
-	return len(b), nil
-}
 
 // benchServe runs h on body b.N times, reusing the request.
 func benchServe(b *testing.B, h http.Handler, body []byte) { benchServeAt(b, h, Path, body) }
@@ -48,32 +35,33 @@ func benchServeAt(b *testing.B, h http.Handler, path string, body []byte) {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.ContentLength = int64(len(body))
-	w := &discardWriter{h: http.Header{}}
+	w := &benchfixture.DiscardWriter{}
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0, ok := processCPU()
+	cpu0, ok := cputime.Process()
 	for i := 0; i < b.N; i++ {
 		rd.Reset(body)
 		req.Body = io.NopCloser(rd)
-		w.code = 0
+		w.Code = 0
 		h.ServeHTTP(w, req)
-		if w.code != 0 && w.code != http.StatusOK {
-			b.Fatalf("status %d", w.code)
+		if w.Code != 0 && w.Code != http.StatusOK {
+			b.Fatalf("status %d", w.Code)
 		}
 	}
 	b.StopTimer()
 	// ns/op is wall time; on a busy machine the process's own CPU time per
 	// review (garbage collection included) is the figure to compare with
-	// the 0.3 ms goal.
-	if cpu1, ok1 := processCPU(); ok && ok1 {
+	// goal P1.
+	if cpu1, ok1 := cputime.Process(); ok && ok1 {
 		b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 	}
 }
 
 // BenchmarkHandler measures the CPU per review of the whole handler (router,
 // request metrics, body read, decode, patch, answer) on RealisticReview, side
-// by side with the baseline that only reads the body. Goal P1: ≤ 0.3 ms/op.
+// by side with the baseline that only reads the body. Goal P1
+// (docs/design.md#p1-webhook, hack/bench/goals.go).
 func BenchmarkHandler(b *testing.B) {
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
 	now := time.Now()
@@ -81,30 +69,30 @@ func BenchmarkHandler(b *testing.B) {
 		name       string
 		needsPatch bool
 	}{{"patch", true}, {"unchanged", false}} {
-		body := RealisticReview(names, now, c.needsPatch)
+		body := benchfixture.RealisticReview(names, now, c.needsPatch)
 		b.Run(c.name, func(b *testing.B) {
 			h := NewHandler(names, reclaimable.DefaultStaleAfter, nil, prometheus.NewRegistry())
 			benchServe(b, h, body)
 		})
 	}
 	b.Run("baseline", func(b *testing.B) {
-		benchServe(b, NewBaselineHandler(), RealisticReview(names, now, true))
+		benchServe(b, benchfixture.BaselineHandler(), benchfixture.RealisticReview(names, now, true))
 	})
 }
 
 // BenchmarkBaselineHandler is the baseline alone, for benchstat comparisons.
 func BenchmarkBaselineHandler(b *testing.B) {
-	benchServe(b, NewBaselineHandler(), RealisticReview(reclaimable.MustNames(reclaimable.DefaultDomain), time.Now(), true))
+	benchServe(b, benchfixture.BaselineHandler(), benchfixture.RealisticReview(reclaimable.MustNames(reclaimable.DefaultDomain), time.Now(), true))
 }
 
 // BenchmarkHTTPSServer drives the real TLS server (serving.Serve,
 // serving.TLSConfig) with keep-alive clients in parallel, the webhook next to
 // the baseline, client and server in one process: the throughput ratio of
-// the two is an estimate of goal P1 (≥ 70 %) on this machine. The load
-// command measures it properly, at fixed rates.
+// the two is an estimate of goal P1's throughput ratio on this machine. The
+// load command measures it properly, at fixed rates.
 func BenchmarkHTTPSServer(b *testing.B) {
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
-	body := RealisticReview(names, time.Now(), true)
+	body := benchfixture.RealisticReview(names, time.Now(), true)
 	certs, err := NewSelfSigned([]string{"127.0.0.1"})
 	if err != nil {
 		b.Fatal(err)
@@ -116,7 +104,7 @@ func BenchmarkHTTPSServer(b *testing.B) {
 		h    http.Handler
 	}{
 		{"webhook", NewHandler(names, reclaimable.DefaultStaleAfter, nil, prometheus.NewRegistry())},
-		{"baseline", NewBaselineHandler()},
+		{"baseline", benchfixture.BaselineHandler()},
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -139,10 +127,10 @@ func BenchmarkHTTPSServer(b *testing.B) {
 			b.ReportAllocs()
 			b.SetParallelism(4)
 			b.ResetTimer()
-			cpu0, ok := processCPU()
+			cpu0, ok := cputime.Process()
 			defer func() {
 				// Client and server CPU per review, TLS included.
-				if cpu1, ok1 := processCPU(); ok && ok1 {
+				if cpu1, ok1 := cputime.Process(); ok && ok1 {
 					b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 				}
 			}()
@@ -169,7 +157,7 @@ func BenchmarkHTTPSServer(b *testing.B) {
 // only, with the CPU per review: what the handler does (json-iterator into
 // admissionReview[nodeObject]) next to the alternatives README.md discusses.
 func BenchmarkDecodeReview(b *testing.B) {
-	body := RealisticReview(reclaimable.MustNames(reclaimable.DefaultDomain), time.Now(), true)
+	body := benchfixture.RealisticReview(reclaimable.MustNames(reclaimable.DefaultDomain), time.Now(), true)
 	twoStep := func(unmarshal func([]byte, any) error) func() error {
 		return func() error {
 			var rv admissionv1.AdmissionReview
@@ -198,13 +186,13 @@ func BenchmarkDecodeReview(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
-			cpu0, ok := processCPU()
+			cpu0, ok := cputime.Process()
 			for i := 0; i < b.N; i++ {
 				if err := c.decode(); err != nil {
 					b.Fatal(err)
 				}
 			}
-			if cpu1, ok1 := processCPU(); ok && ok1 {
+			if cpu1, ok1 := cputime.Process(); ok && ok1 {
 				b.ReportMetric(float64(cpu1-cpu0)/float64(b.N), "cpu-ns/op")
 			}
 		})

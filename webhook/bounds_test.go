@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/kube-reclaim/kube-reclaim/test/metrictest"
 )
 
 // Forged reviews can carry any node name and annotation: the judge cache
@@ -139,10 +141,10 @@ func TestReviewsBeyondTheInFlightLimitWaitThenNodesAreAllowedAndPodsRefused(t *t
 		if !a.allowed || a.patch != nil || a.uid != "busy-1" || a.apiVersion != admissionV1beta1 {
 			t.Errorf("answer %+v, want allowed without a patch, uid busy-1, v1beta1", a)
 		}
-		if got := waits(t, th, RouteNodes, WaitTimedOut); got != 1 {
+		if got := testutil.ToFloat64(th.metrics.waits.WithLabelValues(RouteNodes, WaitTimedOut)); got != 1 {
 			t.Errorf("waits{nodes,timed-out} = %v, want 1", got)
 		}
-		if got := th.counter(t, "kube_reclaim_webhook_review_duration_seconds", "outcome", OutcomeBusy); got != 1 {
+		if got := metrictest.HistogramCount(t, th.metrics.duration.WithLabelValues(OutcomeBusy)); got != 1 {
 			t.Errorf("busy node reviews = %v, want 1", got)
 		}
 	})
@@ -156,7 +158,7 @@ func TestReviewsBeyondTheInFlightLimitWaitThenNodesAreAllowedAndPodsRefused(t *t
 			!strings.Contains(resp.Result.Message, "in-flight slots stayed busy") {
 			t.Errorf("response %+v, want a 429 refusal with uid-1", resp)
 		}
-		if got := waits(t, th, RoutePods, WaitTimedOut); got != 1 {
+		if got := testutil.ToFloat64(th.metrics.waits.WithLabelValues(RoutePods, WaitTimedOut)); got != 1 {
 			t.Errorf("waits{pods,timed-out} = %v, want 1", got)
 		}
 	})
@@ -178,10 +180,10 @@ func TestReviewsBeyondTheInFlightLimitWaitThenNodesAreAllowedAndPodsRefused(t *t
 		if !a.allowed || a.patch == nil || a.uid != "served-1" {
 			t.Errorf("answer %+v, want allowed with a patch", a)
 		}
-		if got := waits(t, th, RouteNodes, WaitServed); got != 1 {
+		if got := testutil.ToFloat64(th.metrics.waits.WithLabelValues(RouteNodes, WaitServed)); got != 1 {
 			t.Errorf("waits{nodes,served} = %v, want 1", got)
 		}
-		if got := gaugeValue(t, th); got != 0 {
+		if got := testutil.ToFloat64(th.metrics.inFlight); got != 0 {
 			t.Errorf("in-flight gauge %v after the review, want 0", got)
 		}
 	})
@@ -228,22 +230,4 @@ func TestPeekEnvelopeReadsVersionAndUIDFromACutBody(t *testing.T) {
 			t.Errorf("%s: got %q, %q; want %q, %q", c.name, v, uid, c.apiVersion, c.uid)
 		}
 	}
-}
-
-func gaugeValue(t *testing.T, th testHandler) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := th.metrics.inFlight.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetGauge().GetValue()
-}
-
-func waits(t *testing.T, th testHandler, route, result string) float64 {
-	t.Helper()
-	var m dto.Metric
-	if err := th.metrics.waits.WithLabelValues(route, result).Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }

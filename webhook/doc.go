@@ -29,6 +29,7 @@
 // NewHandler builds the HTTP handler without a cluster (benchmarks, the load
 // command); Options.Run serves it over TLS with certificate reload or the
 // --self-signed bootstrap; MutatingWebhookConfiguration builds the shipped
-// webhook configuration for any clientConfig; RealisticReview is the ~33 KB
-// review the benchmarks and the load command send.
+// webhook configuration for any clientConfig. The review the benchmarks and
+// the load command send, and their baseline handler, live in
+// test/benchfixture.
 package webhook

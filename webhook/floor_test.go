@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -77,10 +79,10 @@ func TestStatusValueIsTheRoomFlooredAtWhatWasHeldAndClampedToNative(t *testing.T
 					t.Errorf("got cpu=%q memory=%q, want %q and %q", m[cpuKey], m[memKey], c.wantCPU, c.wantMem)
 				}
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_clamped_total", "resource", ResourceCPU); got != c.clampedCPU {
+			if got := testutil.ToFloat64(th.metrics.clamped.WithLabelValues(ResourceCPU)); got != c.clampedCPU {
 				t.Errorf("clamped{cpu} = %v, want %v", got, c.clampedCPU)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_clamped_total", "resource", ResourceMemory); got != c.clampedMem {
+			if got := testutil.ToFloat64(th.metrics.clamped.WithLabelValues(ResourceMemory)); got != c.clampedMem {
 				t.Errorf("clamped{memory} = %v, want %v", got, c.clampedMem)
 			}
 		})
@@ -99,7 +101,7 @@ func TestStatusAtWhatWasHeldNeedsNoPatchWhileStale(t *testing.T) {
 	if a.code != http.StatusOK || !a.allowed || a.patch != nil {
 		t.Fatalf("answer = %+v (patch %s), want allowed without a patch", a, a.patch)
 	}
-	if got := th.counter(t, "kube_reclaim_webhook_stale_injections_total", "reason", reclaimable.ReasonPublisherDown); got != 1 {
+	if got := testutil.ToFloat64(th.metrics.stale.WithLabelValues(reclaimable.ReasonPublisherDown)); got != 1 {
 		t.Errorf("stale injections{publisher-lease-expired} = %v, want 1", got)
 	}
 }
@@ -158,10 +160,10 @@ func TestClampIsTheSmallerOfAllocatableAndCapacityWithMissingAsZero(t *testing.T
 					t.Errorf("got cpu=%q memory=%q, want %d and %d", m[cpuKey], m[memKey], c.wantCPU, c.wantMem)
 				}
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_clamped_total", "resource", ResourceCPU); got != c.clampedCPU {
+			if got := testutil.ToFloat64(th.metrics.clamped.WithLabelValues(ResourceCPU)); got != c.clampedCPU {
 				t.Errorf("clamped{cpu} = %v, want %v", got, c.clampedCPU)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_clamped_total", "resource", ResourceMemory); got != c.clampedMem {
+			if got := testutil.ToFloat64(th.metrics.clamped.WithLabelValues(ResourceMemory)); got != c.clampedMem {
 				t.Errorf("clamped{memory} = %v, want %v", got, c.clampedMem)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	corev1 "k8s.io/api/core/v1"
 	sigsjson "sigs.k8s.io/json"
@@ -63,7 +64,7 @@ func checkFuzzAnswer(t *testing.T, th testHandler, path string, body []byte) {
 	{
 		rec := httptest.NewRecorder()
 		th.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, bytes.NewReader(body)))
-		if panics := th.counter(t, "kube_reclaim_webhook_errors_total", "kind", ErrPanic); panics != 0 {
+		if panics := testutil.ToFloat64(th.metrics.errors.WithLabelValues(ErrPanic)); panics != 0 {
 			t.Fatalf("the handler panicked on %q", body)
 		}
 		switch rec.Code {

@@ -9,9 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1beta1 "k8s.io/api/admission/v1beta1"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/benchfixture"
+	"github.com/kube-reclaim/kube-reclaim/test/metrictest"
 )
 
 const (
@@ -130,7 +133,7 @@ func TestInjectsReclaimedResourcesFromTheAnnotation(t *testing.T) {
 				t.Fatalf("answer = %+v, want 200 allowed v1 with uid abc-123", a)
 			}
 			if c.reason != "" {
-				if got := th.counter(t, "kube_reclaim_webhook_stale_injections_total", "reason", c.reason); got != 1 {
+				if got := testutil.ToFloat64(th.metrics.stale.WithLabelValues(c.reason)); got != 1 {
 					t.Errorf("stale injections{reason=%s} = %v, want 1", c.reason, got)
 				}
 			}
@@ -138,7 +141,7 @@ func TestInjectsReclaimedResourcesFromTheAnnotation(t *testing.T) {
 				if a.patch != nil || a.patchType != nil {
 					t.Fatalf("want no patch, got %s", a.patch)
 				}
-				if got := th.counter(t, "kube_reclaim_webhook_review_duration_seconds", "outcome", OutcomeUnchanged); got != 1 {
+				if got := metrictest.HistogramCount(t, th.metrics.duration.WithLabelValues(OutcomeUnchanged)); got != 1 {
 					t.Errorf("unchanged reviews = %v, want 1", got)
 				}
 				return
@@ -158,7 +161,7 @@ func TestInjectsReclaimedResourcesFromTheAnnotation(t *testing.T) {
 					t.Errorf("allocatable[%s] = %q, want it untouched (%q)", k, got.Status.Allocatable[k], v)
 				}
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_patches_total", "kind", PatchReclaimed); got != 1 {
+			if got := testutil.ToFloat64(th.metrics.patches.WithLabelValues(PatchReclaimed)); got != 1 {
 				t.Errorf("patches{kind=reclaimed} = %v, want 1", got)
 			}
 		})
@@ -274,7 +277,7 @@ func TestRequestsOtherThanNodeStatusAreAllowedUntouched(t *testing.T) {
 			if a.code != http.StatusOK || !a.allowed || a.uid != "skip-uid" || a.patch != nil {
 				t.Fatalf("answer = %+v, want allowed, uid echoed, no patch", a)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_review_duration_seconds", "outcome", OutcomeSkipped); got != 1 {
+			if got := metrictest.HistogramCount(t, th.metrics.duration.WithLabelValues(OutcomeSkipped)); got != 1 {
 				t.Errorf("skipped reviews = %v, want 1", got)
 			}
 		})
@@ -345,10 +348,10 @@ func TestNeverDenies(t *testing.T) {
 			} else if !strings.Contains(string(a.body), c.wantText) {
 				t.Errorf("body %q lacks %q", a.body, c.wantText)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_errors_total", "kind", c.wantErr); got != 1 {
+			if got := testutil.ToFloat64(th.metrics.errors.WithLabelValues(c.wantErr)); got != 1 {
 				t.Errorf("errors_total{kind=%s} = %v, want 1", c.wantErr, got)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_review_duration_seconds", "outcome", OutcomeError); got != 1 {
+			if got := metrictest.HistogramCount(t, th.metrics.duration.WithLabelValues(OutcomeError)); got != 1 {
 				t.Errorf("error reviews = %v, want 1", got)
 			}
 		})
@@ -372,12 +375,12 @@ func TestOnlyPostIsServed(t *testing.T) {
 func TestRealisticReview(t *testing.T) {
 	th := newTestHandler(t, testNames, nil)
 	for _, needsPatch := range []bool{true, false} {
-		body := RealisticReview(testNames, testNow, needsPatch)
+		body := benchfixture.RealisticReview(testNames, testNow, needsPatch)
 		if len(body) < 30_000 || len(body) > 36_000 {
 			t.Errorf("review is %d bytes, want about 33 KB", len(body))
 		}
 		a := post(t, th, body)
-		if a.code != 200 || !a.allowed || a.uid != SampleReviewUID {
+		if a.code != 200 || !a.allowed || a.uid != benchfixture.SampleReviewUID {
 			t.Fatalf("answer = %+v", a)
 		}
 		if needsPatch != (a.patch != nil) {
@@ -519,7 +522,7 @@ func TestMalformedJSONIsNeverPatched(t *testing.T) {
 			if a.code != http.StatusOK || !a.allowed || a.patch != nil || a.patchType != nil || a.uid != "m-1" {
 				t.Fatalf("answer = %+v, want allowed with uid m-1 and no patch", a)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_errors_total", "kind", ErrMalformed); got != 1 {
+			if got := testutil.ToFloat64(th.metrics.errors.WithLabelValues(ErrMalformed)); got != 1 {
 				t.Errorf("errors_total{kind=malformed} = %v, want 1", got)
 			}
 		})

@@ -50,31 +50,6 @@ func newTestHandler(t testing.TB, names reclaimable.Names, alive func(time.Time)
 	return testHandler{Handler: h, reg: reg}
 }
 
-// counter returns the value of a counter of the webhook's registry.
-func (th testHandler) counter(t testing.TB, name, label, value string) float64 {
-	t.Helper()
-	mfs, err := th.reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, lp := range m.GetLabel() {
-				if lp.GetName() == label && lp.GetValue() == value {
-					if m.Counter != nil {
-						return m.Counter.GetValue()
-					}
-					return float64(m.Histogram.GetSampleCount())
-				}
-			}
-		}
-	}
-	return 0
-}
-
 // node is a Node object in JSON form, built by hand.
 type node map[string]any
 

@@ -101,73 +101,50 @@ func newDurations(h *prometheus.HistogramVec, withDenied bool) *durations {
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
-		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "kube_reclaim",
-			Subsystem: "webhook",
-			Name:      "review_duration_seconds",
-			Help:      "Time to answer one node AdmissionReview (reading the body to writing the answer), by outcome: patched, unchanged, skipped, busy (no in-flight slot in time: allowed unchanged) or error.",
-			Buckets:   []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
-		}, []string{"outcome"}),
-		podDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "kube_reclaim",
-			Subsystem: "webhook",
-			Name:      "pod_review_duration_seconds",
-			Help:      "Time to answer one pod AdmissionReview (" + PodPath + "), by outcome: patched (limits enforced), unchanged (nothing reclaimed or already enforced, or a resize within the grant), denied (cannot be made safe, or a resize beyond the grant), skipped, busy (no in-flight slot in time) or error (busy and error are denied: the pod webhook fails closed).",
-			Buckets:   []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
-		}, []string{"outcome"}),
-		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "kube_reclaim",
-			Subsystem: "webhook",
-			Name:      "pod_denials_total",
-			Help:      "Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant, TooLarge; Rewrite for a profile rewrite error; ResizeBeyondGrant for an in-place resize refused). One pod may count under several reasons.",
-		}, []string{"reason"}),
-		patches: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "kube_reclaim",
-			Subsystem: "webhook",
-			Name:      "patches_total",
-			Help:      "Patches returned, by kind of change: reclaimed, oversell, oversell-restore, oversell-record. One review may count under several kinds.",
-		}, []string{"kind"}),
-		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "kube_reclaim",
-			Subsystem: "webhook",
-			Name:      "stale_injections_total",
-			Help:      "Node status writes for which the room was taken as zero because the reclaimable annotation could not be trusted, by reason (annotation-missing, annotation-malformed, annotation-too-old, annotation-from-future, publisher-lease-expired); what the annotation says reclaimed pods held is still injected. Counted whether or not the stored values were already those.",
-		}, []string{"reason"}),
-		clamped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "kube_reclaim",
-			Subsystem: "webhook",
-			Name:      "clamped_total",
-			Help:      "Node status writes whose reclaimed value (room or held) was above the node's native allocatable in the same object and was lowered to it, by resource (cpu, memory).",
-		}, []string{"resource"}),
-		errors: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "kube_reclaim",
-			Subsystem: "webhook",
-			Name:      "errors_total",
-			Help:      "Problems met while answering reviews, by kind. A node review is answered allowed without a patch (or with HTTP 400/413 when the body is not an AdmissionReview or too large), except invalid-oversell-* which only disable oversell on that node; a pod review is denied (fail closed).",
-		}, []string{"kind"}),
+		duration: durationVec("review_duration_seconds",
+			"Time to answer one node AdmissionReview (reading the body to writing the answer), by outcome: patched, unchanged, skipped, busy (no in-flight slot in time: allowed unchanged) or error."),
+		podDuration: durationVec("pod_review_duration_seconds",
+			"Time to answer one pod AdmissionReview ("+PodPath+"), by outcome: patched (limits enforced), unchanged (nothing reclaimed or already enforced, or a resize within the grant), denied (cannot be made safe, or a resize beyond the grant), skipped, busy (no in-flight slot in time) or error (busy and error are denied: the pod webhook fails closed)."),
+		denials: counterVec("pod_denials_total",
+			"Pods refused because they cannot be made safe on reclaimed capacity, by reason (see package enforcement: RequestNotLimit, Negative, NoMemoryGrant, NoCPUGrant, TooLarge; Rewrite for a profile rewrite error; ResizeBeyondGrant for an in-place resize refused). One pod may count under several reasons.",
+			"reason"),
+		patches: counterVec("patches_total",
+			"Patches returned, by kind of change: reclaimed, oversell, oversell-restore, oversell-record. One review may count under several kinds.",
+			"kind"),
+		stale: counterVec("stale_injections_total",
+			"Node status writes for which the room was taken as zero because the reclaimable annotation could not be trusted, by reason (annotation-missing, annotation-malformed, annotation-too-old, annotation-from-future, publisher-lease-expired); what the annotation says reclaimed pods held is still injected. Counted whether or not the stored values were already those.",
+			"reason"),
+		clamped: counterVec("clamped_total",
+			"Node status writes whose reclaimed value (room or held) was above the node's native allocatable in the same object and was lowered to it, by resource (cpu, memory).",
+			"resource"),
+		errors: counterVec("errors_total",
+			"Problems met while answering reviews, by kind. A node review is answered allowed without a patch (or with HTTP 400/413 when the body is not an AdmissionReview or too large), except invalid-oversell-* which only disable oversell on that node; a pod review is denied (fail closed).",
+			"kind"),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "in_flight_reviews",
 			Help:      "Reviews being read, decoded or answered now, nodes and pods together; at most --max-in-flight.",
 		}),
-		waits: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: "kube_reclaim",
-			Subsystem: "webhook",
-			Name:      "in_flight_waits_total",
-			Help:      "Reviews that found all --max-in-flight slots taken, by route (nodes, pods) and result: served (a slot freed within half the call's timeout) or timed-out (node reviews allowed unchanged, pod reviews refused with 429).",
-		}, []string{"route", "result"}),
+		waits: counterVec("in_flight_waits_total",
+			"Reviews that found all --max-in-flight slots taken, by route (nodes, pods) and result: served (a slot freed within half the call's timeout) or timed-out (node reviews allowed unchanged, pod reviews refused with 429).",
+			"route", "result"),
 	}
 	reg.MustRegister(m.duration, m.podDuration, m.patches, m.stale, m.clamped, m.errors, m.denials, m.inFlight, m.waits)
+	m.nodes = newDurations(m.duration, false)
+	m.pods = newDurations(m.podDuration, true)
+	m.patchReclaimed = m.patches.WithLabelValues(PatchReclaimed)
+	m.zeroSeries()
+	return m
+}
+
+// zeroSeries makes every series visible from the start, at zero.
+func (m *metrics) zeroSeries() {
 	for _, route := range []string{RouteNodes, RoutePods} {
 		for _, result := range []string{WaitServed, WaitTimedOut} {
 			m.waits.WithLabelValues(route, result)
 		}
 	}
-	m.nodes = newDurations(m.duration, false)
-	m.pods = newDurations(m.podDuration, true)
-	m.patchReclaimed = m.patches.WithLabelValues(PatchReclaimed)
-	// Make every series visible from the start, at zero.
 	for _, k := range []string{PatchOversell, PatchOversellRestore, PatchOversellRecord} {
 		m.patches.WithLabelValues(k)
 	}
@@ -182,7 +159,27 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec, ErrRewriteUnpatched} {
 		m.errors.WithLabelValues(k)
 	}
-	return m
+}
+
+// durationVec is a review duration histogram of the webhook, by outcome.
+func durationVec(name, help string) *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "kube_reclaim",
+		Subsystem: "webhook",
+		Name:      name,
+		Help:      help,
+		Buckets:   []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .1},
+	}, []string{"outcome"})
+}
+
+// counterVec is a counter of the webhook.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "kube_reclaim",
+		Subsystem: "webhook",
+		Name:      name,
+		Help:      help,
+	}, labels)
 }
 
 func (d *durations) observe(outcome string, seconds float64) {

@@ -131,13 +131,36 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 	if nodeName == "" && node.Metadata != nil {
 		nodeName = node.Metadata.Name
 	}
-	now := h.now()
 	var annotations map[string]string
 	if node.Metadata != nil {
 		annotations = node.Metadata.Annotations
 	}
+	f := h.judgeNode(nodeName, annotations)
+	var capacity, allocatable map[string]string
+	if node.Status != nil {
+		capacity, allocatable = node.Status.Capacity, node.Status.Allocatable
+	}
+	capP, allocP := h.reclaimedPatches(nodeName, f, capacity, allocatable)
+	reclaimedChanged := !capP.empty() || !allocP.empty()
+	annP := mapPatch{path: "/metadata/annotations", current: annotations, escaped: h.escaped}
+	ov := h.oversellPatches(nodeName, node, &allocP, &annP)
+
+	ops := statusOps(node, &capP, &allocP)
+	if node.Metadata != nil {
+		ops = annP.ops(ops)
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+	h.countPatches(reclaimedChanged, ov, &annP)
+	return ops, nil
+}
+
+// judgeNode reads the node's annotation as the webhook trusts it, and counts
+// and logs a node that gets no room.
+func (h *nodeMutator) judgeNode(nodeName string, annotations map[string]string) reclaimable.Freshness {
 	value, present := annotations[h.names.Annotation]
-	f := h.judge(nodeName, value, present, now)
+	f := h.judge(nodeName, value, present, h.now())
 	if !f.Fresh {
 		h.metrics.stale.WithLabelValues(f.Reason).Inc()
 		if logrus.IsLevelEnabled(logrus.DebugLevel) {
@@ -145,18 +168,19 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 				"heldCPU": f.Held.CPUMilli, "heldMemory": f.Held.MemoryBytes}).Debug("no room; injecting what reclaimed pods held")
 		}
 	}
+	return f
+}
 
-	var capacity, allocatable map[string]string
-	if node.Status != nil {
-		capacity, allocatable = node.Status.Capacity, node.Status.Allocatable
-	}
+// reclaimedPatches sets the reclaimed resources in capacity and allocatable
+// where they differ from what the node should carry.
+func (h *nodeMutator) reclaimedPatches(nodeName string, f reclaimable.Freshness, capacity, allocatable map[string]string) (capP, allocP mapPatch) {
 	// The status value is the room (zero unless fresh) floored at what the
 	// annotation says reclaimed pods held, so that kubelet, re-admitting
 	// every pod when it restarts, rejects none of them; see
 	// docs/design.md#two-numbers-per-node.
 	want := h.clamp(nodeName, f.Values.Max(f.Held), capacity, allocatable)
-	capP := mapPatch{path: "/status/capacity", current: capacity, escaped: h.escaped}
-	allocP := mapPatch{path: "/status/allocatable", current: allocatable, escaped: h.escaped}
+	capP = mapPatch{path: "/status/capacity", current: capacity, escaped: h.escaped}
+	allocP = mapPatch{path: "/status/allocatable", current: allocatable, escaped: h.escaped}
 	cpu, mem := string(h.names.CPU), string(h.names.Memory)
 	cpuStr, memStr := strconv.FormatInt(want.CPUMilli, 10), strconv.FormatInt(want.MemoryBytes, 10)
 	for _, p := range []*mapPatch{&capP, &allocP} {
@@ -167,61 +191,69 @@ func (h *nodeMutator) mutate(req *admissionRequest[nodeObject]) ([]patchOp, erro
 			p.setValue(mem, memStr)
 		}
 	}
-	reclaimedChanged := !capP.empty() || !allocP.empty()
+	return capP, allocP
+}
 
+// oversellPatches adds native oversell's allocatable and its record
+// annotation to the patches; nil when the node has no oversell to apply or
+// restore.
+func (h *nodeMutator) oversellPatches(nodeName string, node *nodeObject, allocP, annP *mapPatch) *oversellChange {
 	ov := computeOversell(h.names, node.Metadata, node.Status, h.oversell)
-	annP := mapPatch{path: "/metadata/annotations", current: annotations, escaped: h.escaped}
-	if ov != nil {
-		h.reportOversellProblems(nodeName, ov)
-		for _, k := range sortedKeys(ov.allocatable) {
-			allocP.setValue(k, ov.allocatable[k])
-		}
-		recKey := OversellRecordAnnotation(h.names)
-		if ov.record != nil {
-			annP.setValue(recKey, *ov.record)
-		}
-		if ov.removeRec {
-			annP.removeKey(recKey)
-		}
+	if ov == nil {
+		return nil
 	}
+	h.reportOversellProblems(nodeName, ov)
+	for _, k := range sortedKeys(ov.allocatable) {
+		allocP.setValue(k, ov.allocatable[k])
+	}
+	recKey := OversellRecordAnnotation(h.names)
+	if ov.record != nil {
+		annP.setValue(recKey, *ov.record)
+	}
+	if ov.removeRec {
+		annP.removeKey(recKey)
+	}
+	return ov
+}
 
+// statusOps turns the capacity and allocatable patches into operations; a
+// node sent without a status gets one whole.
+func statusOps(node *nodeObject, capP, allocP *mapPatch) []patchOp {
 	ops := make([]patchOp, 0, 6)
-	if node.Status == nil {
-		if !capP.empty() || !allocP.empty() {
-			status := map[string]map[string]string{}
-			if len(capP.set) > 0 {
-				status["capacity"] = capP.set
-			}
-			if len(allocP.set) > 0 {
-				status["allocatable"] = allocP.set
-			}
-			ops = append(ops, patchOp{Op: "add", Path: "/status", Value: status})
-		}
-	} else {
+	if node.Status != nil {
 		ops = capP.ops(ops)
-		ops = allocP.ops(ops)
+		return allocP.ops(ops)
 	}
-	if node.Metadata != nil {
-		ops = annP.ops(ops)
+	if capP.empty() && allocP.empty() {
+		return ops
 	}
-	if len(ops) == 0 {
-		return nil, nil
+	status := map[string]map[string]string{}
+	if len(capP.set) > 0 {
+		status["capacity"] = capP.set
 	}
+	if len(allocP.set) > 0 {
+		status["allocatable"] = allocP.set
+	}
+	return append(ops, patchOp{Op: "add", Path: "/status", Value: status})
+}
+
+// countPatches counts a patch that is sent, by what it changes.
+func (h *nodeMutator) countPatches(reclaimedChanged bool, ov *oversellChange, annP *mapPatch) {
 	if reclaimedChanged {
 		h.metrics.patchReclaimed.Inc()
 	}
-	if ov != nil {
-		if ov.applied {
-			h.metrics.patches.WithLabelValues(PatchOversell).Inc()
-		}
-		if ov.restored {
-			h.metrics.patches.WithLabelValues(PatchOversellRestore).Inc()
-		}
-		if !annP.empty() {
-			h.metrics.patches.WithLabelValues(PatchOversellRecord).Inc()
-		}
+	if ov == nil {
+		return
 	}
-	return ops, nil
+	if ov.applied {
+		h.metrics.patches.WithLabelValues(PatchOversell).Inc()
+	}
+	if ov.restored {
+		h.metrics.patches.WithLabelValues(PatchOversellRestore).Inc()
+	}
+	if !annP.empty() {
+		h.metrics.patches.WithLabelValues(PatchOversellRecord).Inc()
+	}
 }
 
 // clamp lowers a value above the node's native size in the same object to

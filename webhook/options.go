@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
@@ -30,7 +31,7 @@ const (
 	DefaultCABundleResyncInterval = time.Minute
 	DefaultConfigReloadInterval   = 10 * time.Second
 	// MinMaxRequestBytes is the smallest --max-request-bytes accepted: a
-	// real review of an ordinary node is 20-40 KB.
+	// real review of an ordinary node is tens of KB.
 	MinMaxRequestBytes int64 = 64 << 10
 )
 
@@ -179,52 +180,86 @@ func (o *Options) hosts() []string {
 	return append(ServiceHosts(o.ServiceNamespace, o.ServiceName), o.ExtraSANs...)
 }
 
-// Run serves the webhook over HTTPS and /healthz, /readyz, /metrics over HTTP
-// until ctx ends.
+// Run builds the webhook from the flags and serves it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
 	o.SetupLogging()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	names := o.Names()
-	reg := prometheus.NewRegistry()
-	health := serving.NewHealth(reg)
-
-	// An invalid policy file stops the start, as in the publisher.
-	file, err := policyfile.Load(o.ConfigFile, o.ConfigReloadInterval)
+	w, err := New(o)
 	if err != nil {
 		return err
 	}
+	return w.Run(ctx)
+}
 
-	var client kubernetes.Interface
+// Webhook is the admission webhook built from its flags: the handler, its
+// serving certificate and the probes and metrics server, ready to Run.
+type Webhook struct {
+	opts      *Options
+	names     reclaimable.Names
+	client    kubernetes.Interface // nil when nothing needs the API
+	file      *policyfile.File
+	reg       *prometheus.Registry
+	health    *serving.Health
+	endpoints serving.Endpoints
+	tracker   *leaderlease.Tracker // nil: the publisher's Lease is not tracked
+	handler   *Handler
+	getCert   func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+	// keepCert keeps the serving certificate current until ctx ends (the
+	// files re-read, or the self-signed one renewed and its caBundle patched).
+	keepCert func(ctx context.Context)
+}
+
+// New builds the webhook: everything that can fail before it serves (the
+// policy file, the API client, the serving certificate, the metrics
+// endpoints) fails here.
+func New(o *Options) (*Webhook, error) {
+	w := &Webhook{opts: o, names: o.Names(), reg: prometheus.NewRegistry()}
+	w.health = serving.NewHealth(w.reg)
+	var err error
+	// An invalid policy file stops the start, as in the publisher.
+	if w.file, err = policyfile.Load(o.ConfigFile, o.ConfigReloadInterval); err != nil {
+		return nil, err
+	}
 	if o.PublisherLeaseName != "" || o.SelfSigned || o.ConfigFile != "" {
 		cfg, err := o.RESTConfig("kube-reclaim-webhook")
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if client, err = kubernetes.NewForConfig(cfg); err != nil {
-			return fmt.Errorf("creating the API client: %w", err)
+		if w.client, err = kubernetes.NewForConfig(cfg); err != nil {
+			return nil, fmt.Errorf("creating the API client: %w", err)
 		}
 	}
-
-	tracker := o.NewTracker(client)
-	if tracker != nil {
-		go tracker.Run(ctx)
-		health.AddReadyCheck("publisher-lease", func() error {
-			if !tracker.HasSynced() {
+	if w.tracker = o.NewTracker(w.client); w.tracker != nil {
+		w.health.AddReadyCheck("publisher-lease", func() error {
+			if !w.tracker.HasSynced() {
 				return fmt.Errorf("lease %s/%s not synced yet", o.PublisherLeaseNamespace, o.PublisherLeaseName)
 			}
 			return nil
 		})
 	}
+	if err := w.newCertificate(); err != nil {
+		return nil, err
+	}
+	w.handler = NewHandler(w.names, o.StaleAfter, w.tracker.Alive, w.reg)
+	w.handler.MaxRequestBytes = o.MaxRequestBytes
+	w.handler.SetMaxInFlight(o.MaxInFlight)
+	w.handler.SetOversell(o.Oversell)
+	if w.endpoints, err = o.Endpoints(w.client); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
 
-	var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+// newCertificate sets up the serving certificate: self-signed (from an
+// in-memory CA or the shared CA Secret) or read from the files.
+func (w *Webhook) newCertificate() error {
+	o := w.opts
 	if o.SelfSigned {
-		keeper := &caBundleKeeper{client: client.AdmissionregistrationV1(), name: o.WebhookConfigurationName,
+		keeper := &caBundleKeeper{client: w.client.AdmissionregistrationV1(), name: o.WebhookConfigurationName,
 			resync: o.CABundleResyncInterval}
 		var err error
 		if o.CASecretName != "" {
 			// The keeper fetches the shared CA and issues the certificate.
-			keeper.secret = newCASecret(client.CoreV1(), o.CASecretNamespace, o.CASecretName)
+			keeper.secret = newCASecret(w.client.CoreV1(), o.CASecretNamespace, o.CASecretName)
 			keeper.certs, err = newPendingSelfSigned(o.hosts())
 			logrus.WithFields(logrus.Fields{"hosts": o.hosts(), "secret": o.CASecretNamespace + "/" + o.CASecretName}).Info("self-signed serving certificate from the shared CA")
 		} else if keeper.certs, err = NewSelfSigned(o.hosts()); err == nil {
@@ -233,61 +268,60 @@ func (o *Options) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		getCert = keeper.certs.GetCertificate
-		health.AddReadyCheck("serving-certificate", keeper.certs.Check)
-		health.AddReadyCheck("ca-bundle", keeper.check)
-		go keeper.run(ctx)
+		w.getCert, w.keepCert = keeper.certs.GetCertificate, keeper.run
+		w.health.AddReadyCheck("serving-certificate", keeper.certs.Check)
+		w.health.AddReadyCheck("ca-bundle", keeper.check)
 	} else {
 		reloader, err := serving.NewCertReloader(o.TLSCertFile, o.TLSKeyFile)
 		if err != nil {
 			return fmt.Errorf("loading the serving certificate: %w", err)
 		}
-		getCert = reloader.GetCertificate
-		health.AddReadyCheck("serving-certificate", reloader.Check)
-		go reloader.Run(ctx, o.TLSReloadInterval)
+		w.getCert = reloader.GetCertificate
+		w.keepCert = func(ctx context.Context) { reloader.Run(ctx, o.TLSReloadInterval) }
+		w.health.AddReadyCheck("serving-certificate", reloader.Check)
 	}
 	// For the expiry alert of deploy/components/monitoring; a self-signed
 	// leaf never outlives its CA, so this covers the CA too.
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "kube_reclaim", Subsystem: "webhook",
+	w.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "kube_reclaim", Subsystem: "webhook",
 		Name: "serving_certificate_expiry_timestamp_seconds", Help: "Unix time at which the serving certificate in use expires (0 while there is none)."},
 		func() float64 {
-			if c, err := getCert(nil); err == nil && c != nil && c.Leaf != nil {
+			if c, err := w.getCert(nil); err == nil && c != nil && c.Leaf != nil {
 				return float64(c.Leaf.NotAfter.Unix())
 			}
 			return 0
 		}))
+	return nil
+}
 
-	h := NewHandler(names, o.StaleAfter, tracker.Alive, reg)
-	h.MaxRequestBytes = o.MaxRequestBytes
-	h.SetMaxInFlight(o.MaxInFlight)
-	h.SetOversell(o.Oversell)
+// Run serves the webhook over HTTPS and /healthz, /readyz, /metrics over
+// HTTP until ctx ends or a part fails; the first to fail stops every part.
+// It returns that failure, or nil on a clean shutdown.
+func (w *Webhook) Run(ctx context.Context) error {
+	o := w.opts
+	g, ctx := errgroup.WithContext(ctx)
 	if o.ConfigFile != "" {
-		h.SetPodRewriter(startProfiles(ctx, client, names, file, reg, health))
+		w.handler.SetPodRewriter(startProfiles(ctx, w.client, w.names, w.file, w.reg, w.health))
 	} else {
 		// No profiles: an opted-in pod is refused with a message saying so
 		// rather than created without the reclaimed resources it opted into.
-		h.SetPodRewriter(NewProfileRewriter(names, file.Config, nil, nil, reg))
+		w.handler.SetPodRewriter(NewProfileRewriter(w.names, w.file.Config, nil, nil, w.reg))
 	}
 	logrus.WithFields(logrus.Fields{
-		"address": o.ListenAddress, "domain": names.Domain, "staleAfter": o.StaleAfter,
+		"address": o.ListenAddress, "domain": w.names.Domain, "staleAfter": o.StaleAfter,
 		"publisherLease": o.PublisherLeaseNamespace + "/" + o.PublisherLeaseName,
-		"config":         o.ConfigFile, "profiles": len(file.Config().Profiles),
+		"config":         o.ConfigFile, "profiles": len(w.file.Config().Profiles),
 		"maxInFlight": o.MaxInFlight, "oversell": o.Oversell,
 	}).Info("starting webhook")
-
-	errc := make(chan error, 2)
-	endpoints, err := o.Endpoints(client)
-	if err != nil {
+	if w.tracker != nil {
+		g.Go(func() error { w.tracker.Run(ctx); return nil })
+	}
+	g.Go(func() error { w.keepCert(ctx); return nil })
+	g.Go(func() error { return w.health.Serve(ctx, w.endpoints) })
+	g.Go(func() error {
+		return serving.ListenAndServe(ctx, serving.NewServer(o.ListenAddress, w.handler), serving.TLSConfig(w.getCert))
+	})
+	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	go func() { errc <- health.Serve(ctx, endpoints) }()
-	go func() {
-		errc <- serving.ListenAndServe(ctx, serving.NewServer(o.ListenAddress, h), serving.TLSConfig(getCert))
-	}()
-	err = <-errc
-	cancel()
-	if err2 := <-errc; err == nil {
-		err = err2
-	}
-	return err
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -121,7 +122,7 @@ func TestOversellMultipliesRawAllocatable(t *testing.T) {
 		t.Errorf("cpu record = %+v", *rec.CPU)
 	}
 	for _, kind := range []string{PatchOversell, PatchOversellRecord} {
-		if got := s.th.counter(t, "kube_reclaim_webhook_patches_total", "kind", kind); got != 1 {
+		if got := testutil.ToFloat64(s.th.metrics.patches.WithLabelValues(kind)); got != 1 {
 			t.Errorf("patches{kind=%s} = %v, want 1 (patch %s)", kind, got, a.patch)
 		}
 	}
@@ -245,7 +246,7 @@ func TestRemovingOneRatioKeepsTheOther(t *testing.T) {
 	if rec, _ := s.record(); rec.CPU != nil || rec.Memory == nil {
 		t.Errorf("record = %+v, want the memory entry only", rec)
 	}
-	if got := s.th.counter(t, "kube_reclaim_webhook_patches_total", "kind", PatchOversellRestore); got != 1 {
+	if got := testutil.ToFloat64(s.th.metrics.patches.WithLabelValues(PatchOversellRestore)); got != 1 {
 		t.Errorf("patches{kind=oversell-restore} = %v, want 1", got)
 	}
 }
@@ -298,7 +299,7 @@ func TestOversellOffIgnoresRatiosAndRestoresRaw(t *testing.T) {
 	fresh.th.SetOversell(false)
 	fresh.statusWrite(heartbeat)
 	fresh.expectAllocatable("3800m", "15Gi")
-	if got := fresh.th.counter(t, "kube_reclaim_webhook_errors_total", "kind", ErrInvalidOversellRatio); got != 0 {
+	if got := testutil.ToFloat64(fresh.th.metrics.errors.WithLabelValues(ErrInvalidOversellRatio)); got != 0 {
 		t.Errorf("a ratio was judged with oversell off: errors{kind=invalid-oversell-ratio} = %v", got)
 	}
 }
@@ -316,7 +317,7 @@ func TestInvalidRatioIsIgnored(t *testing.T) {
 			if v == "" {
 				want = 0 // an empty value is no ratio at all
 			}
-			if got := s.th.counter(t, "kube_reclaim_webhook_errors_total", "kind", ErrInvalidOversellRatio); got != want {
+			if got := testutil.ToFloat64(s.th.metrics.errors.WithLabelValues(ErrInvalidOversellRatio)); got != want {
 				t.Errorf("errors{kind=invalid-oversell-ratio} = %v, want %v", got, want)
 			}
 		})

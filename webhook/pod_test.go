@@ -10,12 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
+	"github.com/kube-reclaim/kube-reclaim/test/metrictest"
 )
 
 // podJSON is a Pod as the apiserver sends it on CREATE (after defaulting),
@@ -157,10 +159,10 @@ func TestPodWebhook(t *testing.T) {
 			if resp.UID != "uid-1" {
 				t.Errorf("uid %q", resp.UID)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_pod_review_duration_seconds", "outcome", tt.wantOutcome); got != 1 {
+			if got := metrictest.HistogramCount(t, th.metrics.podDuration.WithLabelValues(tt.wantOutcome)); got != 1 {
 				t.Errorf("pod reviews with outcome %s = %v, want 1", tt.wantOutcome, got)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_review_duration_seconds", "outcome", tt.wantOutcome); got != 0 {
+			if got := metrictest.HistogramCount(t, th.metrics.duration.WithLabelValues(tt.wantOutcome)); got != 0 {
 				t.Errorf("a pod review was counted as a node review")
 			}
 			if tt.wantDenied != nil {
@@ -182,12 +184,12 @@ func TestPodWebhook(t *testing.T) {
 					t.Errorf("denial carries a patch %s", resp.Patch)
 				}
 				if tt.wantDenialReason != "" {
-					if got := th.counter(t, "kube_reclaim_webhook_pod_denials_total", "reason", tt.wantDenialReason); got != 1 {
+					if got := testutil.ToFloat64(th.metrics.denials.WithLabelValues(tt.wantDenialReason)); got != 1 {
 						t.Errorf("pod_denials_total{reason=%s} = %v, want 1", tt.wantDenialReason, got)
 					}
 				}
 				if tt.wantErrKind != "" {
-					if got := th.counter(t, "kube_reclaim_webhook_errors_total", "kind", tt.wantErrKind); got != 1 {
+					if got := testutil.ToFloat64(th.metrics.errors.WithLabelValues(tt.wantErrKind)); got != 1 {
 						t.Errorf("errors_total{kind=%s} = %v, want 1", tt.wantErrKind, got)
 					}
 				}

@@ -132,7 +132,7 @@ func (r *ProfileRewriter) apply(p *policy.Profile, pod *corev1.Pod) error {
 		// The Priority admission plugin has resolved the pod's own class
 		// into spec.priority before any webhook runs, and runs again when a
 		// webhook changed the pod (reinvocationPolicy IfNeeded). Setting the
-		// class alone is refused there, as measured on the real apiserver:
+		// class alone is refused there, as the real apiserver answers:
 		// "the integer value of priority (0) must not be provided in pod
 		// spec; priority admission controller computed -5 from the given
 		// PriorityClass name". So the class, its value and its preemption

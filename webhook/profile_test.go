@@ -8,12 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -39,7 +40,7 @@ var testNamespaces = map[string]map[string]string{
 
 func mustConfig(t testing.TB, doc string) *policy.Config {
 	t.Helper()
-	cfg, err := policy.Load([]byte(doc))
+	cfg, _, err := policyfile.Parse([]byte(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,25 +268,12 @@ func TestProfileRewrite(t *testing.T) {
 				} else if tt.wantResult == ProfileDenied && tt.namespace == "broken" {
 					profile = "missing-class"
 				}
-				if got := counterValue(t, r, profile, tt.wantResult); got != 1 {
+				if got := testutil.ToFloat64(r.rewrites.WithLabelValues(profile, tt.wantResult)); got != 1 {
 					t.Errorf("profile_pods_total{profile=%q,result=%q} = %v, want 1", profile, tt.wantResult, got)
 				}
 			}
 		})
 	}
-}
-
-func counterValue(t *testing.T, r *ProfileRewriter, profile, result string) float64 {
-	t.Helper()
-	c, err := r.rewrites.GetMetricWithLabelValues(profile, result)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var m dto.Metric
-	if err := c.Write(&m); err != nil {
-		t.Fatal(err)
-	}
-	return m.GetCounter().GetValue()
 }
 
 func TestProfileRewriteWithoutProfilesNeedsNoInformers(t *testing.T) {

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/test/metrictest"
 )
 
 // resized is the resources of a reclaimed container of 2000 reclaimed
@@ -62,7 +65,7 @@ func TestResizeIsRefusedBeyondTheGrantAndAllowedWithinIt(t *testing.T) {
 				if !resp.Allowed {
 					t.Fatalf("refused: %v", resp.Result)
 				}
-				if got := th.counter(t, "kube_reclaim_webhook_pod_review_duration_seconds", "outcome", OutcomeUnchanged); got != 1 {
+				if got := metrictest.HistogramCount(t, th.metrics.podDuration.WithLabelValues(OutcomeUnchanged)); got != 1 {
 					t.Errorf("unchanged pod reviews = %v, want 1", got)
 				}
 				return
@@ -78,7 +81,7 @@ func TestResizeIsRefusedBeyondTheGrantAndAllowedWithinIt(t *testing.T) {
 			if strings.Contains(resp.Result.Message, "create it through") {
 				t.Errorf("message gives the creation advice to a resize: %q", resp.Result.Message)
 			}
-			if got := th.counter(t, "kube_reclaim_webhook_pod_denials_total", "reason", DenialResize); got != 1 {
+			if got := testutil.ToFloat64(th.metrics.denials.WithLabelValues(DenialResize)); got != 1 {
 				t.Errorf("pod_denials_total{reason=%s} = %v, want 1", DenialResize, got)
 			}
 		})
@@ -91,7 +94,7 @@ func TestOnlyResizeUpdatesOfPodsAreChecked(t *testing.T) {
 	for _, sub := range []string{"-", "status", "ephemeralcontainers"} {
 		th := newTestHandler(t, testNames, nil)
 		_, resp := podAnswer(t, th, reviewSpec{kind: "Pod", resource: "pods", subResource: sub, operation: "UPDATE", object: beyond}.json(t))
-		if !resp.Allowed || th.counter(t, "kube_reclaim_webhook_pod_review_duration_seconds", "outcome", OutcomeSkipped) != 1 {
+		if !resp.Allowed || metrictest.HistogramCount(t, th.metrics.podDuration.WithLabelValues(OutcomeSkipped)) != 1 {
 			t.Errorf("UPDATE pods/%s: allowed=%v, want skipped", sub, resp.Allowed)
 		}
 	}

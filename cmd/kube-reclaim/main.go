@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/kube-reclaim/kube-reclaim/internal/app"
+	"github.com/kube-reclaim/kube-reclaim/cmd/kube-reclaim/app"
 )
 
 func main() { os.Exit(app.Main()) }

@@ -199,13 +199,13 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 		p1CPU = "webhook handler CPU per review (BenchmarkHandler/patch)"
 	)
 	if w, b := stepsOf(wh, 0); w != nil {
-		add(row{ID: "P1", What: p1Max, Measured: w.Throughput, Baseline: b.Throughput, Unit: "req/s", Relative: true, GoalOp: atLeast, Goal: 0.7,
-			Note: fmt.Sprintf("%d connections per server, client and servers share the machine's %d cores", wh.Conns, describeMachine().Cores)})
+		add(goals.WebhookThroughput.on(row{ID: "P1", What: p1Max, Measured: w.Throughput, Baseline: b.Throughput, Unit: "req/s",
+			Note: fmt.Sprintf("%d connections per server, client and servers share the machine's %d cores", wh.Conns, describeMachine().Cores)}))
 	} else {
 		add(missing("P1", p1Max, why(errs, "webhook", notRun+" (no max step)")))
 	}
 	if w, b := stepsOf(wh, 2000); w != nil {
-		r := row{ID: "P1", What: p1P99, Measured: w.P99ms, Baseline: b.P99ms, Unit: "ms", GoalOp: below, Goal: 5}
+		r := goals.WebhookP99.on(row{ID: "P1", What: p1P99, Measured: w.P99ms, Baseline: b.P99ms, Unit: "ms"})
 		if w.Throughput < 0.95*2000 || w.Errors+w.Unsent > 0 {
 			r.Note = fmt.Sprintf("achieved %.0f/s with %d errors and %d not sent in time", w.Throughput, w.Errors, w.Unsent)
 		}
@@ -215,15 +215,15 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 	}
 	if v, ok := bench("/webhook", "BenchmarkHandler/patch", "cpu-ns/op"); ok {
 		base, _ := bench("/webhook", "BenchmarkHandler/baseline", "cpu-ns/op")
-		r := row{ID: "P1", What: p1CPU, Measured: v / 1e6, Baseline: base / 1e6, Unit: "ms", GoalOp: atMost, Goal: 0.3,
-			Note: "process CPU (GC included) per review; baseline = BenchmarkHandler/baseline (reads the body only)"}
+		r := goals.WebhookCPU.on(row{ID: "P1", What: p1CPU, Measured: v / 1e6, Baseline: base / 1e6, Unit: "ms",
+			Note: "process CPU (GC included) per review; baseline = BenchmarkHandler/baseline (reads the body only)"})
 		if wh != nil {
 			r.Note += fmt.Sprintf("; the load command's in-process measure: %.3f ms", wh.HandlerCPUms)
 		}
 		add(r)
 	} else if wh != nil {
-		add(row{ID: "P1", What: "webhook handler CPU per review (in-process, load command)", Measured: wh.HandlerCPUms, Baseline: wh.BaselineCPUms,
-			Unit: "ms", GoalOp: atMost, Goal: 0.3})
+		add(goals.WebhookCPU.on(row{ID: "P1", What: "webhook handler CPU per review (in-process, load command)", Measured: wh.HandlerCPUms, Baseline: wh.BaselineCPUms,
+			Unit: "ms"}))
 	} else {
 		add(missing("P1", p1CPU, why(errs, "./webhook/", notRun)))
 	}
@@ -242,10 +242,10 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 			add(missing("P2", what, why(errs, "scheduler", notRun)))
 			continue
 		}
-		r := row{ID: "P2", What: fmt.Sprintf("%s, %d kwok nodes, %d pods each", what, sched.Nodes, sched.Pods),
-			Measured: sched.Reclaimed.PodsPerSecond, Baseline: sched.Native.PodsPerSecond, Unit: "pods/s", Relative: true, GoalOp: atLeast, Goal: p2Goal,
+		r := goals.SchedulingRatio.on(row{ID: "P2", What: fmt.Sprintf("%s, %d kwok nodes, %d pods each", what, sched.Nodes, sched.Pods),
+			Measured: sched.Reclaimed.PodsPerSecond, Baseline: sched.Native.PodsPerSecond, Unit: "pods/s",
 			Note: fmt.Sprintf("real kube-scheduler, reclaimed pods on profile %s (percentageOfNodesToScore %d), native pods on %s; extender --kube-api-qps=%d",
-				extender.SchedulerName, sched.PercentageOfNodesToScore, corev1.DefaultSchedulerName, sched.ExtenderQPS)}
+				extender.SchedulerName, sched.PercentageOfNodesToScore, corev1.DefaultSchedulerName, sched.ExtenderQPS)})
 		if n := sched.Reclaimed.NodesPerCall; len(n) > 0 {
 			r.Note += "; nodes per extender call " + byVerb(n, "%.0f")
 		}
@@ -271,12 +271,12 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 	// P3
 	for _, c := range []struct {
 		n    int
-		goal float64
-	}{{500, 1}, {5000, 5}} {
+		goal goal
+	}{{500, goals.Extender500}, {5000, goals.Extender5000}} {
 		what := fmt.Sprintf("extender filter+prioritize server time p99, %d names, 30 pods/node", c.n)
 		name := fmt.Sprintf("BenchmarkFilterPrioritize/nodes=%d", c.n)
 		if v, ok := bench("/extender", name, "both-p99-ns"); ok {
-			r := row{ID: "P3", What: what, Measured: v / 1e6, Unit: "ms", GoalOp: below, Goal: c.goal}
+			r := c.goal.on(row{ID: "P3", What: what, Measured: v / 1e6, Unit: "ms"})
 			if cpu, ok := bench("/extender", name, "both-cpu-p99-ns"); ok {
 				r.Note = fmt.Sprintf("CPU-time p99 %.3f ms (wall-clock p99 is what the goal uses)", cpu/1e6)
 			}
@@ -289,9 +289,9 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 	// P4
 	p4CPU := "publisher process CPU per cycle, 5000 nodes / 150,000 pods, decoding included"
 	if rss != nil && rss.PublisherCycles > 0 {
-		add(row{ID: "P4", What: p4CPU, Measured: rss.PublisherCPUPerCycle, Unit: "s", GoalOp: below, Goal: 0.5,
+		add(goals.PublisherCycleCPU.on(row{ID: "P4", What: p4CPU, Measured: rss.PublisherCPUPerCycle, Unit: "s",
 			Note: fmt.Sprintf("real process (bench rss), garbage collection included: %d cycles, %d writes in %.0f s once ready (%s; a cycle lasts until its writes are done); pods, nodes and metrics in protobuf from the fake API",
-				rss.PublisherCycles, rss.PublisherWrites, rss.ObserveSeconds, publisherRate(rss.PublisherQPS))})
+				rss.PublisherCycles, rss.PublisherWrites, rss.ObserveSeconds, publisherRate(rss.PublisherQPS))}))
 	} else {
 		add(missing("P4", p4CPU, why(errs, "rss", notRun)))
 	}
@@ -325,23 +325,21 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 			// The printed figure has 4 digits; one write too many in 2,000 is not 1.000.
 			v = n / (nodes * intervals)
 		}
-		add(row{ID: "P4", What: what, Measured: v, GoalOp: atMost, Goal: 1,
-			Note: fmt.Sprintf("%.0f writes of %.0f nodes in %.0f refresh intervals (refreshes alone: %.0f), one patch of nodes/status per publish: %.2f carried the annotation, %.2f status values; steady state simulated 15x faster, every sample within ±%s%% of a constant usage", n, nodes, intervals, nodes*intervals, ann, st, noise)})
+		add(goals.PublisherWrites.on(row{ID: "P4", What: what, Measured: v,
+			Note: fmt.Sprintf("%.0f writes of %.0f nodes in %.0f refresh intervals (refreshes alone: %.0f), one patch of nodes/status per publish: %.2f carried the annotation, %.2f status values; steady state simulated 15x faster, every sample within ±%s%% of a constant usage", n, nodes, intervals, nodes*intervals, ann, st, noise)}))
 	}
 	p4RSS := "publisher and extender peak RSS at 5000 nodes / 150,000 pods"
 	if v, ok := bench("/publisher", "BenchmarkCycle/metrics=memory", "heap-MB"); ok {
 		add(row{ID: "P4", What: "publisher benchmark heap in use: stores, history, metrics lists (info)", Measured: v, Unit: "MB"})
 	}
 	if rss != nil {
-		// The goals are on each process's kernel high-water mark, start-up
-		// included: what a memory limit has to allow.
-		peakGoal := map[string]float64{"publisher": 200, "extender": 150}
+		peakGoal := map[string]goal{"publisher": goals.PublisherPeak, "extender": goals.ExtenderPeak}
 		for _, p := range rss.Processes {
 			r := row{ID: "P4", What: fmt.Sprintf("%s peak RSS (start-up included), %d nodes / %d pods", p.Role, rss.Nodes, rss.Pods), Measured: p.PeakMB, Unit: "MB",
 				Note: fmt.Sprintf("real process, deploy/default arguments (%s), against an in-process fake API server; watched %.0f s once ready (%s); at the end RSS %.0f MB (anonymous %.0f, live heap %s), highest sampled once ready %.0f",
 					publisherRate(rss.PublisherQPS), rss.ObserveSeconds, historyIn(rss.ObserveSeconds), p.RSSMB, p.AnonMB, liveHeap(p.LiveHeapMB), p.MaxRSSMB)}
 			if g, ok := peakGoal[p.Role]; ok {
-				r.GoalOp, r.Goal = below, g
+				r = g.on(r)
 			}
 			add(r)
 		}
@@ -351,7 +349,7 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 	}
 	p4Scale := "publisher and extender on the real local API server, 1000 kwok nodes / 20,000 pods"
 	if scale != nil {
-		peakGoal := map[string]float64{"publisher": 100, "extender": 80}
+		peakGoal := map[string]goal{"publisher": goals.ScalePublisherPeak, "extender": goals.ScaleExtenderPeak}
 		for _, p := range scale.Processes {
 			r := row{ID: "P4", What: fmt.Sprintf("%s peak RSS (start-up included), real API server, %d kwok nodes / %d pods", p.Role, scale.Nodes, scale.Pods),
 				Measured: p.EndPeakMiB, Unit: "MiB",
@@ -361,13 +359,13 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 			}
 			r.Note += fmt.Sprintf("%.0f s later: RSS %.0f MiB", scale.ObserveSeconds, p.EndRSSMiB)
 			if g, ok := peakGoal[p.Role]; ok {
-				r.GoalOp, r.Goal = below, g
+				r = g.on(r)
 			}
 			add(r)
 		}
 		if scale.PublisherCycles > 0 {
-			add(row{ID: "P4", What: fmt.Sprintf("publisher process CPU per cycle, real API server, %d kwok nodes / %d pods", scale.Nodes, scale.Pods), Measured: scale.PublisherCPU, Unit: "s",
-				GoalOp: below, Goal: 0.15, Note: fmt.Sprintf("%d cycles, %d writes in %.0f s after start-up (%s), started once the pods had settled; node status every %.0f s; metrics from metrics-server", scale.PublisherCycles, scale.PublisherWrites, scale.ObserveSeconds, refreshIn(scale.ObserveSeconds), scale.HeartbeatSeconds)})
+			add(goals.ScalePublisherCycleCPU.on(row{ID: "P4", What: fmt.Sprintf("publisher process CPU per cycle, real API server, %d kwok nodes / %d pods", scale.Nodes, scale.Pods), Measured: scale.PublisherCPU, Unit: "s",
+				Note: fmt.Sprintf("%d cycles, %d writes in %.0f s after start-up (%s), started once the pods had settled; node status every %.0f s; metrics from metrics-server", scale.PublisherCycles, scale.PublisherWrites, scale.ObserveSeconds, refreshIn(scale.ObserveSeconds), scale.HeartbeatSeconds)}))
 		}
 	} else {
 		add(missing("P4", p4Scale, why(errs, "scale", notRun)))

@@ -6,12 +6,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"syscall"
-	"time"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/replay"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cputime"
 )
 
 // replayTrace is the shared real trace (../shared/traces/README.md), read
@@ -30,12 +29,6 @@ type replayResult struct {
 	Frontier *replay.Report `json:"frontier,omitempty"`
 }
 
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // runReplay replays the shared trace under the shipped defaults beside the
 // baselines, then a margin sweep for the frontier; charts go to chartDir
 // when set.
@@ -44,7 +37,7 @@ func runReplay(ctx context.Context, root, chartDir string, out io.Writer) (*repl
 	if _, err := os.Stat(path); err != nil {
 		return nil, fmt.Errorf("the shared trace is missing (%s): %w", path, err)
 	}
-	start := cpuTime()
+	start, _ := cputime.Process()
 	tr, err := replay.ReadFile(path, replay.Options{Node: replayNode})
 	if err != nil {
 		return nil, err
@@ -55,7 +48,8 @@ func runReplay(ctx context.Context, root, chartDir string, out io.Writer) (*repl
 	if err != nil {
 		return nil, err
 	}
-	res := &replayResult{Report: rep, CPUSeconds: (cpuTime() - start).Seconds()}
+	end, _ := cputime.Process()
+	res := &replayResult{Report: rep, CPUSeconds: (end - start).Seconds()}
 	if err := replay.WriteTable(out, rep); err != nil {
 		return nil, err
 	}
@@ -111,10 +105,10 @@ func replayRows(r *replayResult, errs map[string]string) []row {
 		return rows
 	}
 	def := r.Report.Results[0].Cluster
-	add(row{ID: "R1", What: cpuViol, Measured: 100 * def.CPU.ViolationRate, Unit: "%", GoalOp: atMost, Goal: 1})
-	add(row{ID: "R1", What: memViol, Measured: 100 * def.Memory.ViolationRate, Unit: "%", GoalOp: atMost, Goal: 0.1})
-	add(row{ID: "R1", What: cpuRecl, Measured: 100 * def.CPU.ReclaimedShare, Unit: "%", GoalOp: atLeast, Goal: 50})
-	add(row{ID: "R1", What: memRecl, Measured: 100 * def.Memory.ReclaimedShare, Unit: "%", GoalOp: atLeast, Goal: 50})
+	add(goals.ReplayCPUViolations.on(row{ID: "R1", What: cpuViol, Measured: 100 * def.CPU.ViolationRate, Unit: "%"}))
+	add(goals.ReplayMemoryViolations.on(row{ID: "R1", What: memViol, Measured: 100 * def.Memory.ViolationRate, Unit: "%"}))
+	add(goals.ReplayReclaimed.on(row{ID: "R1", What: cpuRecl, Measured: 100 * def.CPU.ReclaimedShare, Unit: "%"}))
+	add(goals.ReplayReclaimed.on(row{ID: "R1", What: memRecl, Measured: 100 * def.Memory.ReclaimedShare, Unit: "%"}))
 	for _, b := range r.Report.Results[1:] {
 		for _, res := range []string{"CPU", "memory"} {
 			d, o := def.CPU, b.Cluster.CPU
@@ -127,12 +121,12 @@ func replayRows(r *replayResult, errs map[string]string) []row {
 			if dominated {
 				v = 0
 			}
-			add(row{ID: "R2", What: fmt.Sprintf("replay: defaults not dominated by %s on %s (1 = not dominated)", b.Name, res), Measured: v, GoalOp: atLeast, Goal: 1,
+			add(goals.ReplayNotDominated.on(row{ID: "R2", What: fmt.Sprintf("replay: defaults not dominated by %s on %s (1 = not dominated)", b.Name, res), Measured: v,
 				Note: fmt.Sprintf("defaults %.1f%% reclaimed at %.3f%% violations; %s %.1f%% at %.3f%%",
-					100*d.ReclaimedShare, 100*d.ViolationRate, b.Name, 100*o.ReclaimedShare, 100*o.ViolationRate)})
+					100*d.ReclaimedShare, 100*d.ViolationRate, b.Name, 100*o.ReclaimedShare, 100*o.ViolationRate)}))
 		}
 	}
-	add(row{ID: "R3", What: cpuTime, Measured: r.CPUSeconds, Unit: "s", GoalOp: below, Goal: 30,
-		Note: "reading the gzip'd CSV and replaying defaults and both baselines, user + system"})
+	add(goals.ReplayCPUTime.on(row{ID: "R3", What: cpuTime, Measured: r.CPUSeconds, Unit: "s",
+		Note: "reading the gzip'd CSV and replaying defaults and both baselines, user + system"}))
 	return rows
 }

@@ -41,9 +41,8 @@ func (c *rssConfig) flags(fs *flag.FlagSet) {
 	// less, its RSS is below what it holds in steady state.
 	// The first cycle writes every node, and every refresh rewrites them
 	// all as fast: at a high rate that is one burst of writes and of node
-	// watch events, whose garbage makes both processes' peak (at 1000 QPS
-	// and 5000 nodes, the publisher's heap went from 235 to 293 MB within a
-	// second). As deployed, the rate spreads them out.
+	// watch events, whose garbage makes both processes' peak (the figures
+	// are in docs/benchmarks.md, P4). As deployed, the rate spreads them out.
 	fs.IntVar(&c.publisherQPS, "rss-publisher-qps", 0, "the publisher's --kube-api-qps (burst twice that); 0 keeps the deployed rate, under which the first cycle's writes take 100 s at 5000 nodes")
 	fs.DurationVar(&c.observe, "rss-observe", fullHistory()+time.Minute, "how long both processes are watched once ready (the publisher's usage history fills in "+fullHistory().String()+" at the defaults)")
 }
@@ -284,7 +283,7 @@ func printRSS(out io.Writer, r *rssResult) {
 	for _, p := range r.Processes {
 		fmt.Fprintf(out, "%-10s %8.1f %8.0f %10.0f %12.0f %14.0f %14s\n", p.Role, p.ReadySeconds, p.RSSMB, p.AnonMB, p.MaxRSSMB, p.PeakMB, liveHeap(p.LiveHeapMB))
 	}
-	fmt.Fprintf(out, "peak RSS at %d nodes / %d pods (goals: publisher < 200 MB, extender < 150 MB):", r.Nodes, r.Pods)
+	fmt.Fprintf(out, "peak RSS at %d nodes / %d pods (goals: publisher %s, extender %s):", r.Nodes, r.Pods, goals.PublisherPeak, goals.ExtenderPeak)
 	for _, p := range r.Processes {
 		fmt.Fprintf(out, " %s %.0f MB", p.Role, p.PeakMB)
 	}

@@ -130,9 +130,9 @@ func runScale(ctx context.Context, cfg scaleConfig, out io.Writer) (*scaleResult
 	}
 	step("%d pods Running", pods)
 	// kwok goes on rewriting the status of pods it has already made Running
-	// (over 10,000 updates in the minute after the last one turned Running,
-	// at 1000 nodes): started now, the publisher would be measured decoding
-	// kwok's start-up rather than a cluster of running pods.
+	// for a while after the last one turned Running (docs/benchmarks.md,
+	// P4): started now, the publisher would be measured decoding kwok's
+	// start-up rather than a cluster of running pods.
 	updates, err := waitPodsSettled(ctx, client, cfg.settle, 15*time.Minute)
 	if err != nil {
 		return nil, err

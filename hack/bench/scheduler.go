@@ -273,10 +273,9 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	}
 	res := &schedulerResult{Nodes: cfg.nodes, Pods: cfg.pods, Workers: cfg.workers, ExtenderQPS: cfg.extenderQPS, PercentageOfNodesToScore: extender.PercentageOfNodesToScore}
 	// Each kind is timed twice, in the order A B B A: the first timed phase
-	// of a run was the slow one whichever kind it was (0.86 and 0.50 with
-	// the reclaimed phase first, above 1 with it second), so a single phase
-	// each measured the order as much as the extender. A B B A cancels a
-	// drift that is linear in time.
+	// of a run was the slow one whichever kind it was (docs/benchmarks.md,
+	// P2), so a single phase each measured the order as much as the
+	// extender. A B B A cancels a drift that is linear in time.
 	order := []bool{false, true, true, false}
 	if cfg.reclaimedFirst {
 		order = []bool{true, false, false, true}
@@ -412,7 +411,7 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 	for _, p := range []phaseResult{r.Reclaimed, r.Native} {
 		row(p.Kind+" (both)", p)
 	}
-	fmt.Fprintf(out, "ratio reclaimed/native: %.2f (goal >= %.2f); %d nodes, extender --kube-api-qps=%d\n", r.Ratio, p2Goal, r.Nodes, r.ExtenderQPS)
+	fmt.Fprintf(out, "ratio reclaimed/native: %.2f (goal %s); %d nodes, extender --kube-api-qps=%d\n", r.Ratio, goals.SchedulingRatio, r.Nodes, r.ExtenderQPS)
 	fmt.Fprintf(out, "kube-scheduler mean scheduling algorithm time per pod (the serial part of its cycle): reclaimed %.2f ms, native %.2f ms\n",
 		r.Reclaimed.AlgorithmMeanMs, r.Native.AlgorithmMeanMs)
 	if m := r.Reclaimed.ExtenderMeanMs; len(m) > 0 {
@@ -835,10 +834,6 @@ func meanDelta(before, after map[string]verbTime, scale float64) map[string]floa
 	}
 	return out
 }
-
-// p2Goal is the least ratio of reclaimed to native pods per second, in each
-// run (docs/design.md, P2).
-const p2Goal = 0.9
 
 // pprofEnv is pprofwrap's environment variable (package main there).
 const pprofEnv = "KUBE_RECLAIM_BENCH_PPROF"

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -22,6 +21,8 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/benchfixture"
+	"github.com/kube-reclaim/kube-reclaim/test/cputime"
 	"github.com/kube-reclaim/kube-reclaim/webhook"
 )
 
@@ -276,30 +277,11 @@ func runChunk(ctx context.Context, client *http.Client, url string, body []byte,
 	return c
 }
 
-// processCPU is the CPU time (user + system) the process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// discardWriter is a ResponseWriter that costs nothing.
-type discardWriter struct {
-	h    http.Header
-	code int
-}
-
-func (d *discardWriter) Header() http.Header         { return d.h }
-func (d *discardWriter) WriteHeader(code int)        { d.code = code }
-func (d *discardWriter) Write(b []byte) (int, error) { return len(b), nil }
-
 // cpuPerReview serves body n times straight into h and returns the process
 // CPU per review (garbage collection included).
 func cpuPerReview(ctx context.Context, h http.Handler, body []byte, n int) (time.Duration, error) {
 	rd := bytes.NewReader(body)
-	w := &discardWriter{h: http.Header{}}
+	w := &benchfixture.DiscardWriter{}
 	serve := func() error {
 		rd.Reset(body)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://webhook"+webhook.Path, io.NopCloser(rd))
@@ -308,10 +290,10 @@ func cpuPerReview(ctx context.Context, h http.Handler, body []byte, n int) (time
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.ContentLength = int64(len(body))
-		w.code = 0
+		w.Code = 0
 		h.ServeHTTP(w, req)
-		if w.code != 0 && w.code != http.StatusOK {
-			return fmt.Errorf("handler answered %d", w.code)
+		if w.Code != 0 && w.Code != http.StatusOK {
+			return fmt.Errorf("handler answered %d", w.Code)
 		}
 		return nil
 	}
@@ -320,19 +302,20 @@ func cpuPerReview(ctx context.Context, h http.Handler, body []byte, n int) (time
 			return 0, err
 		}
 	}
-	c0 := processCPU()
+	c0, _ := cputime.Process()
 	for range n {
 		if err := serve(); err != nil {
 			return 0, err
 		}
 	}
-	return (processCPU() - c0) / time.Duration(n), nil
+	c1, _ := cputime.Process()
+	return (c1 - c0) / time.Duration(n), nil
 }
 
 // runWebhook is `bench webhook`.
 func runWebhook(ctx context.Context, cfg webhookConfig, out io.Writer) (*webhookResult, error) {
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
-	body := webhook.RealisticReview(names, time.Now(), !cfg.unchanged)
+	body := benchfixture.RealisticReview(names, time.Now(), !cfg.unchanged)
 	res := &webhookResult{ReviewBytes: len(body), Conns: cfg.conns}
 	certs, err := webhook.NewSelfSigned([]string{"127.0.0.1"})
 	if err != nil {
@@ -347,7 +330,7 @@ func runWebhook(ctx context.Context, cfg webhookConfig, out io.Writer) (*webhook
 	if err != nil {
 		return nil, err
 	}
-	base, err := startTLSServer(sctx, webhook.NewBaselineHandler(), certs)
+	base, err := startTLSServer(sctx, benchfixture.BaselineHandler(), certs)
 	if err != nil {
 		return nil, err
 	}
@@ -394,7 +377,7 @@ func runWebhook(ctx context.Context, cfg webhookConfig, out io.Writer) (*webhook
 	if err != nil {
 		return nil, err
 	}
-	bcpu, err := cpuPerReview(ctx, webhook.NewBaselineHandler(), body, cfg.cpuReviews)
+	bcpu, err := cpuPerReview(ctx, benchfixture.BaselineHandler(), body, cfg.cpuReviews)
 	if err != nil {
 		return nil, err
 	}
@@ -420,12 +403,12 @@ func printWebhook(out io.Writer, r *webhookResult) {
 	}
 	tw.Flush()
 	if w, b := r.step(0); w != nil && b.Throughput > 0 {
-		fmt.Fprintf(out, "max throughput ratio webhook/baseline: %.2f (goal >= 0.70)\n", w.Throughput/b.Throughput)
+		fmt.Fprintf(out, "max throughput ratio webhook/baseline: %.2f (goal %s)\n", w.Throughput/b.Throughput, goals.WebhookThroughput)
 	}
 	if w, b := r.step(2000); w != nil {
-		fmt.Fprintf(out, "p99 at 2000/s: webhook %.2f ms, baseline %.2f ms (goal < 5 ms)\n", w.P99ms, b.P99ms)
+		fmt.Fprintf(out, "p99 at 2000/s: webhook %.2f ms, baseline %.2f ms (goal %s)\n", w.P99ms, b.P99ms, goals.WebhookP99)
 	}
-	fmt.Fprintf(out, "handler CPU per review, in process: %.3f ms (baseline %.3f ms; goal <= 0.3 ms)\n", r.HandlerCPUms, r.BaselineCPUms)
+	fmt.Fprintf(out, "handler CPU per review, in process: %.3f ms (baseline %.3f ms; goal %s)\n", r.HandlerCPUms, r.BaselineCPUms, goals.WebhookCPU)
 	for _, s := range append(append([]loadStep{}, r.Webhook...), r.Baseline...) {
 		if s.FirstError != "" {
 			fmt.Fprintf(out, "first error at %s: %s\n", rateLabel(s.Target), s.FirstError)

@@ -21,8 +21,23 @@ type Role interface {
 	AddFlags(fs *pflag.FlagSet)
 	// Validate returns every problem at once (errors.Join), not the first.
 	Validate() error
+	// Run builds the role from the options (everything that can fail before
+	// serving) and runs it until ctx ends.
 	Run(ctx context.Context) error
 }
+
+// Spec describes one role: its subcommand, and a constructor of its options
+// with the defaults. The command line and the reference generator read the
+// same list of Specs, so that a role cannot be on one and not the other.
+type Spec struct {
+	Name  string
+	Short string
+	// Options returns fresh options, so each caller gets its own flag values.
+	Options func() Role
+}
+
+// Command builds the cobra command of the role.
+func (s Spec) Command() *cobra.Command { return Command(s.Name, s.Short, s.Options()) }
 
 // Command builds the cobra command of one role.
 func Command(use, short string, role Role) *cobra.Command {

@@ -52,93 +52,119 @@ func overview() dashboard {
 	return dashboard{file: "kube-reclaim-overview.json", uid: "kube-reclaim-overview", title: "kube-reclaim / Overview",
 		description: "Room kube-reclaim offers to batch pods, what they hold of it, the capacity regular pods requested and leave unused, per pool, the nodes that offer room, the reclaimed pods placed and waiting, and the evictions that protect regular pods.",
 		rows: []row{
-			{title: "Room", panels: []panel{
-				{title: "Room CPU", unit: "cores", stat: true, description: "CPU published as reclaimable, summed over nodes.",
-					queries: []query{{"kube_reclaim:room_cpu_millicores / 1000", "room"}}},
-				{title: "Room memory", unit: "bytes", stat: true, description: "Memory published as reclaimable, summed over nodes.",
-					queries: []query{{"kube_reclaim:room_memory_bytes", "room"}}},
-				{title: "Held CPU", unit: "cores", stat: true, description: "CPU that batch pods hold of the room: the sum of their reclaimed requests.",
-					queries: []query{{"kube_reclaim:held_cpu_millicores / 1000", "held"}}},
-				{title: "Unused requested CPU put to work", unit: "percentunit", stat: true,
-					description: "CPU batch pods hold over the CPU regular pods requested and leave unused; above 100 % when batch pods also use capacity no regular pod requested.",
-					queries:     []query{{"kube_reclaim:unused_requested_put_to_work_cpu:ratio", "put to work"}}},
-				{title: "Nodes with room", unit: "percentunit", stat: true, description: "Share of nodes whose room is above zero for CPU and memory.",
-					queries: []query{{"kube_reclaim:nodes_with_room:ratio", "nodes with room"}}},
-				{title: "Pending reclaimed pods", unit: "short", stat: true, description: "Pods asking reclaimed resources that are not bound to a node yet.",
-					queries: []query{{"sum(kube_reclaim:pending_reclaimed_pods)", "pending"}}},
-			}},
-			{title: "Over time", panels: []panel{
-				{title: "CPU: room, held, unused requested", unit: "cores",
-					description: "Room published; what batch pods hold of it; what regular pods requested and leave unused (each pod's request minus its latest usage).",
-					queries: []query{
-						{"kube_reclaim:room_cpu_millicores / 1000", "room"},
-						{"kube_reclaim:held_cpu_millicores / 1000", "held"},
-						{"kube_reclaim:unused_requested_cpu_millicores / 1000", "unused requested"},
-					}},
-				{title: "Memory: room, held, unused requested", unit: "bytes",
-					description: "Room published; what batch pods hold of it; what regular pods requested and leave unused (each pod's request minus its latest usage).",
-					queries: []query{
-						{"kube_reclaim:room_memory_bytes", "room"},
-						{"kube_reclaim:held_memory_bytes", "held"},
-						{"kube_reclaim:unused_requested_memory_bytes", "unused requested"},
-					}},
-				{title: "Nodes", unit: "short", description: "Nodes evaluated, with room, and published as zero on purpose by reason.",
-					queries: []query{
-						{"kube_reclaim:nodes_evaluated", "evaluated"},
-						{"kube_reclaim:nodes_with_room", "with room"},
-						{"max by (reason) (kube_reclaim_publisher_zero_nodes" + leader + ")", "zero: {{reason}}"},
-					}},
-			}},
-			{title: "Per pool", panels: []panel{
-				{title: "CPU per pool", unit: "cores", description: "Room, held and unused requested CPU of each pool of the policy file (an empty pool: the default settings).",
-					queries: []query{
-						{"kube_reclaim:pool_room_cpu_millicores / 1000", "room {{pool}}"},
-						{"kube_reclaim:pool_held_cpu_millicores / 1000", "held {{pool}}"},
-						{"kube_reclaim:pool_unused_requested_cpu_millicores / 1000", "unused requested {{pool}}"},
-					}},
-				{title: "Memory per pool", unit: "bytes", description: "Room, held and unused requested memory of each pool of the policy file (an empty pool: the default settings).",
-					queries: []query{
-						{"kube_reclaim:pool_room_memory_bytes", "room {{pool}}"},
-						{"kube_reclaim:pool_held_memory_bytes", "held {{pool}}"},
-						{"kube_reclaim:pool_unused_requested_memory_bytes", "unused requested {{pool}}"},
-					}},
-			}},
-			{title: "Per node (publisher --per-node-metrics)", panels: []panel{
-				{title: "Room CPU per node", unit: "cores",
-					queries: []query{{"max by (node) (kube_reclaim_publisher_published_cpu_millicores" + leader + ") / 1000", "{{node}}"}}},
-				{title: "Held CPU per node", unit: "cores",
-					queries: []query{{"max by (node) (kube_reclaim_publisher_held_cpu_millicores" + leader + ") / 1000", "{{node}}"}}},
-				{title: "Room memory per node", unit: "bytes",
-					queries: []query{{"max by (node) (kube_reclaim_publisher_published_memory_bytes" + leader + ")", "{{node}}"}}},
-			}},
-			{title: "Reclaimed pods", panels: []panel{
-				{title: "Pending reclaimed pods", unit: "short",
-					description: "Pods asking reclaimed resources not bound yet, by time since their creation.",
-					queries:     []query{{"kube_reclaim:pending_reclaimed_pods", "{{age}}"}}},
-				{title: "Oldest pending reclaimed pod", unit: "s",
-					description: "How long the oldest reclaimed pod not bound yet has waited; KubeReclaimReclaimedPodsPending fires past 30 minutes.",
-					queries:     []query{{"max(kube_reclaim_extender_oldest_pending_reclaimed_pod_age_seconds)", "oldest"}}},
-				{title: "Reclaimed pods placed and binds", unit: "short",
-					description: "Placed pods, and the scheduler's filter calls for reclaimed pods against successful binds.",
-					queries: []query{
-						{"kube_reclaim:placed_reclaimed_pods", "placed"},
-						{`sum(rate(kube_reclaim_extender_http_request_duration_seconds_count{route="filter"}[5m]))`, "filter calls/s"},
-						{"kube_reclaim:extender_binds:rate5m", "binds/s {{result}}"},
-					}},
-				{title: "Nodes failed by the filter", unit: "short",
-					queries: []query{{"sum by (reason) (rate(kube_reclaim_extender_filtered_nodes_total[5m]))", "{{reason}}"}}},
-			}},
-			{title: "Evictions", panels: []panel{
-				{title: "Evictions", unit: "short", description: "Reclaimed pods evicted (on) or that would have been (dry-run), per second; refused by a PodDisruptionBudget; put off by the rate limit.",
-					queries: []query{
-						{"kube_reclaim:evictions:rate10m", "{{mode}}"},
-						{"sum(rate(kube_reclaim_publisher_evictions_blocked_total[10m]))", "blocked by PDB"},
-						{"sum(rate(kube_reclaim_publisher_evictions_rate_limited_total[10m]))", "rate limited"},
-					}},
-				{title: "Nodes over room", unit: "short", description: "Nodes whose reclaimed pods held more than the room in the last cycle.",
-					queries: []query{{"max(kube_reclaim_publisher_nodes_over_room" + leader + ")", "nodes"}}},
-			}},
+			overviewRoom(), overviewOverTime(), overviewPerPool(),
+			overviewPerNode(), overviewReclaimedPods(), overviewEvictions(),
 		}}
+}
+
+// overviewRoom is the row of the headline figures, as they are now.
+func overviewRoom() row {
+	return row{title: "Room", panels: []panel{
+		{title: "Room CPU", unit: "cores", stat: true, description: "CPU published as reclaimable, summed over nodes.",
+			queries: []query{{"kube_reclaim:room_cpu_millicores / 1000", "room"}}},
+		{title: "Room memory", unit: "bytes", stat: true, description: "Memory published as reclaimable, summed over nodes.",
+			queries: []query{{"kube_reclaim:room_memory_bytes", "room"}}},
+		{title: "Held CPU", unit: "cores", stat: true, description: "CPU that batch pods hold of the room: the sum of their reclaimed requests.",
+			queries: []query{{"kube_reclaim:held_cpu_millicores / 1000", "held"}}},
+		{title: "Unused requested CPU put to work", unit: "percentunit", stat: true,
+			description: "CPU batch pods hold over the CPU regular pods requested and leave unused; above 100 % when batch pods also use capacity no regular pod requested.",
+			queries:     []query{{"kube_reclaim:unused_requested_put_to_work_cpu:ratio", "put to work"}}},
+		{title: "Nodes with room", unit: "percentunit", stat: true, description: "Share of nodes whose room is above zero for CPU and memory.",
+			queries: []query{{"kube_reclaim:nodes_with_room:ratio", "nodes with room"}}},
+		{title: "Pending reclaimed pods", unit: "short", stat: true, description: "Pods asking reclaimed resources that are not bound to a node yet.",
+			queries: []query{{"sum(kube_reclaim:pending_reclaimed_pods)", "pending"}}},
+	}}
+}
+
+// overviewOverTime is the row of room, held and unused requested capacity over time, and the nodes.
+func overviewOverTime() row {
+	return row{title: "Over time", panels: []panel{
+		{title: "CPU: room, held, unused requested", unit: "cores",
+			description: "Room published; what batch pods hold of it; what regular pods requested and leave unused (each pod's request minus its latest usage).",
+			queries: []query{
+				{"kube_reclaim:room_cpu_millicores / 1000", "room"},
+				{"kube_reclaim:held_cpu_millicores / 1000", "held"},
+				{"kube_reclaim:unused_requested_cpu_millicores / 1000", "unused requested"},
+			}},
+		{title: "Memory: room, held, unused requested", unit: "bytes",
+			description: "Room published; what batch pods hold of it; what regular pods requested and leave unused (each pod's request minus its latest usage).",
+			queries: []query{
+				{"kube_reclaim:room_memory_bytes", "room"},
+				{"kube_reclaim:held_memory_bytes", "held"},
+				{"kube_reclaim:unused_requested_memory_bytes", "unused requested"},
+			}},
+		{title: "Nodes", unit: "short", description: "Nodes evaluated, with room, and published as zero on purpose by reason.",
+			queries: []query{
+				{"kube_reclaim:nodes_evaluated", "evaluated"},
+				{"kube_reclaim:nodes_with_room", "with room"},
+				{"max by (reason) (kube_reclaim_publisher_zero_nodes" + leader + ")", "zero: {{reason}}"},
+			}},
+	}}
+}
+
+// overviewPerPool is the row of the same per pool of the policy file.
+func overviewPerPool() row {
+	return row{title: "Per pool", panels: []panel{
+		{title: "CPU per pool", unit: "cores", description: "Room, held and unused requested CPU of each pool of the policy file (an empty pool: the default settings).",
+			queries: []query{
+				{"kube_reclaim:pool_room_cpu_millicores / 1000", "room {{pool}}"},
+				{"kube_reclaim:pool_held_cpu_millicores / 1000", "held {{pool}}"},
+				{"kube_reclaim:pool_unused_requested_cpu_millicores / 1000", "unused requested {{pool}}"},
+			}},
+		{title: "Memory per pool", unit: "bytes", description: "Room, held and unused requested memory of each pool of the policy file (an empty pool: the default settings).",
+			queries: []query{
+				{"kube_reclaim:pool_room_memory_bytes", "room {{pool}}"},
+				{"kube_reclaim:pool_held_memory_bytes", "held {{pool}}"},
+				{"kube_reclaim:pool_unused_requested_memory_bytes", "unused requested {{pool}}"},
+			}},
+	}}
+}
+
+// overviewPerNode is the row of the publisher's per-node series, when it exports them.
+func overviewPerNode() row {
+	return row{title: "Per node (publisher --per-node-metrics)", panels: []panel{
+		{title: "Room CPU per node", unit: "cores",
+			queries: []query{{"max by (node) (kube_reclaim_publisher_published_cpu_millicores" + leader + ") / 1000", "{{node}}"}}},
+		{title: "Held CPU per node", unit: "cores",
+			queries: []query{{"max by (node) (kube_reclaim_publisher_held_cpu_millicores" + leader + ") / 1000", "{{node}}"}}},
+		{title: "Room memory per node", unit: "bytes",
+			queries: []query{{"max by (node) (kube_reclaim_publisher_published_memory_bytes" + leader + ")", "{{node}}"}}},
+	}}
+}
+
+// overviewReclaimedPods is the row of pending and placed reclaimed pods, and the filter's refusals.
+func overviewReclaimedPods() row {
+	return row{title: "Reclaimed pods", panels: []panel{
+		{title: "Pending reclaimed pods", unit: "short",
+			description: "Pods asking reclaimed resources not bound yet, by time since their creation.",
+			queries:     []query{{"kube_reclaim:pending_reclaimed_pods", "{{age}}"}}},
+		{title: "Oldest pending reclaimed pod", unit: "s",
+			description: "How long the oldest reclaimed pod not bound yet has waited; KubeReclaimReclaimedPodsPending fires past 30 minutes.",
+			queries:     []query{{"max(kube_reclaim_extender_oldest_pending_reclaimed_pod_age_seconds)", "oldest"}}},
+		{title: "Reclaimed pods placed and binds", unit: "short",
+			description: "Placed pods, and the scheduler's filter calls for reclaimed pods against successful binds.",
+			queries: []query{
+				{"kube_reclaim:placed_reclaimed_pods", "placed"},
+				{`sum(rate(kube_reclaim_extender_http_request_duration_seconds_count{route="filter"}[5m]))`, "filter calls/s"},
+				{"kube_reclaim:extender_binds:rate5m", "binds/s {{result}}"},
+			}},
+		{title: "Nodes failed by the filter", unit: "short",
+			queries: []query{{"sum by (reason) (rate(kube_reclaim_extender_filtered_nodes_total[5m]))", "{{reason}}"}}},
+	}}
+}
+
+// overviewEvictions is the row of evictions and the nodes over their room.
+func overviewEvictions() row {
+	return row{title: "Evictions", panels: []panel{
+		{title: "Evictions", unit: "short", description: "Reclaimed pods evicted (on) or that would have been (dry-run), per second; refused by a PodDisruptionBudget; put off by the rate limit.",
+			queries: []query{
+				{"kube_reclaim:evictions:rate10m", "{{mode}}"},
+				{"sum(rate(kube_reclaim_publisher_evictions_blocked_total[10m]))", "blocked by PDB"},
+				{"sum(rate(kube_reclaim_publisher_evictions_rate_limited_total[10m]))", "rate limited"},
+			}},
+		{title: "Nodes over room", unit: "short", description: "Nodes whose reclaimed pods held more than the room in the last cycle.",
+			queries: []query{{"max(kube_reclaim_publisher_nodes_over_room" + leader + ")", "nodes"}}},
+	}}
 }
 
 func components() dashboard {

@@ -129,3 +129,54 @@ func (r *ExplainReport) DeepCopyObject() runtime.Object {
 	}
 	return &c
 }
+
+// DeepCopyObject implements runtime.Object.
+func (r *SimulationReport) DeepCopyObject() runtime.Object {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	if r.Items != nil {
+		c.Items = make([]SimulatedNode, len(r.Items))
+		for i := range r.Items {
+			c.Items[i] = r.Items[i].deepCopy()
+		}
+	}
+	c.Summary = r.Summary.deepCopy()
+	if r.CompareSummary != nil {
+		s := r.CompareSummary.deepCopy()
+		c.CompareSummary = &s
+	}
+	return &c
+}
+
+func (n *SimulatedNode) deepCopy() SimulatedNode {
+	c := *n
+	c.SimulatedResult = n.SimulatedResult.deepCopy()
+	c.Published = copyRequest(n.Published)
+	c.Difference = copyRequest(n.Difference)
+	if n.Compare != nil {
+		r := n.Compare.deepCopy()
+		c.Compare = &r
+	}
+	return c
+}
+
+func (r *SimulatedResult) deepCopy() SimulatedResult {
+	c := *r
+	c.RegularUsage = copyRequest(r.RegularUsage)
+	c.Change = copyRequest(r.Change)
+	if e := r.Explanation; e != nil {
+		c.Explanation = &reclaimable.Explanation{
+			CPU:    reclaimable.ResourceExplanation{Terms: slices.Clone(e.CPU.Terms), Result: e.CPU.Result},
+			Memory: reclaimable.ResourceExplanation{Terms: slices.Clone(e.Memory.Terms), Result: e.Memory.Result},
+		}
+	}
+	return c
+}
+
+func (s *SimulationSummary) deepCopy() SimulationSummary {
+	c := *s
+	c.ZeroNodes = slices.Clone(s.ZeroNodes)
+	return c
+}

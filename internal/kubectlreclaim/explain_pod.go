@@ -36,10 +36,8 @@ type PodExplainReport struct {
 	OptedIn bool `json:"optedIn"`
 	// OptedOut is true when the opt-out annotation is "true".
 	OptedOut bool `json:"optedOut,omitempty"`
-	// Profile, Rewritten and RewriteError as in `kubectl reclaim pods`.
-	Profile      string                     `json:"profile,omitempty"`
-	Rewritten    reclaimable.ProfileRewrite `json:"rewritten,omitempty"`
-	RewriteError string                     `json:"rewriteError,omitempty"`
+	// ProfileReport as in `kubectl reclaim pods`.
+	ProfileReport `json:",inline"`
 	// Requested is the pod's effective reclaimed request.
 	Requested         reclaimable.Resources `json:"requested"`
 	Scheduler         string                `json:"scheduler"`
@@ -70,7 +68,7 @@ func podExplainReport(pod *corev1.Pod, names reclaimable.Names) *PodExplainRepor
 		Requested: req, Scheduler: schedulerName(pod),
 		PriorityClassName: pod.Spec.PriorityClassName, Priority: pod.Spec.Priority,
 	}
-	r.Profile, r.Rewritten, r.RewriteError = profileOf(pod, names)
+	r.ProfileReport = profileOf(pod, names)
 	if err := enforcement.Enforced(&pod.Spec, names); err != nil {
 		r.EnforcementProblem = err.Error()
 	} else {

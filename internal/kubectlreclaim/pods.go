@@ -35,10 +35,16 @@ type PodReport struct {
 	// else the PodScheduled condition.
 	Waiting string `json:"waiting,omitempty"`
 	// Scheduler is the pod's spec.schedulerName.
-	Scheduler string    `json:"scheduler"`
-	Created   time.Time `json:"created"`
-	// Profile names the profile that rewrote the pod's native requests
-	// into reclaimed ones (the webhook's annotation), empty when none did.
+	Scheduler     string    `json:"scheduler"`
+	Created       time.Time `json:"created"`
+	ProfileReport `json:",inline"`
+}
+
+// ProfileReport says which profile rewrote a pod's native requests into
+// reclaimed ones, and what it moved.
+type ProfileReport struct {
+	// Profile names the profile (the webhook's annotation), empty when none
+	// did.
 	Profile string `json:"profile,omitempty"`
 	// Rewritten is what the profile moved, per container.
 	Rewritten reclaimable.ProfileRewrite `json:"rewritten,omitempty"`
@@ -66,7 +72,7 @@ func buildPodReport(pod *corev1.Pod, names reclaimable.Names, event *corev1.Even
 		Scheduler:      schedulerName(pod),
 		Created:        pod.CreationTimestamp.Time,
 	}
-	r.Profile, r.Rewritten, r.RewriteError = profileOf(pod, names)
+	r.ProfileReport = profileOf(pod, names)
 	if r.Phase == "" {
 		r.Phase = string(corev1.PodPending)
 	}
@@ -171,17 +177,19 @@ func podsTable(list *PodList, now time.Time) *metav1.Table {
 }
 
 // profileOf reads the webhook's profile annotations.
-func profileOf(pod *corev1.Pod, names reclaimable.Names) (profile string, rec reclaimable.ProfileRewrite, problem string) {
-	profile = pod.Annotations[names.Profile]
+func profileOf(pod *corev1.Pod, names reclaimable.Names) ProfileReport {
+	r := ProfileReport{Profile: pod.Annotations[names.Profile]}
 	raw, ok := pod.Annotations[names.ProfileRewrite]
-	if profile == "" || !ok {
-		return profile, nil, ""
+	if r.Profile == "" || !ok {
+		return r
 	}
 	rec, err := reclaimable.ParseProfileRewrite(raw)
 	if err != nil {
-		return profile, nil, fmt.Sprintf("%s: %v", names.ProfileRewrite, err)
+		r.RewriteError = fmt.Sprintf("%s: %v", names.ProfileRewrite, err)
+		return r
 	}
-	return profile, rec, ""
+	r.Rewritten = rec
+	return r
 }
 
 // formatRewrite is "app=500m/1Gi,init=1/64Mi": container=cpu/memory.

@@ -20,6 +20,7 @@ import (
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
@@ -94,7 +95,7 @@ func simulate(t *testing.T, w simWorld, args ...string) simResult {
 			readings.Add(1)
 			l := &metricsv1beta1.PodMetricsList{}
 			for key, u := range w.podUsage {
-				ns, name, _ := strings.Cut(key, "/")
+				ns, name, _ := cache.SplitMetaNamespaceKey(key)
 				l.Items = append(l.Items, metricsv1beta1.PodMetrics{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Timestamp: at,
 					Containers: []metricsv1beta1.ContainerMetrics{{Name: "c",
 						Usage: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(u[0]), corev1.ResourceMemory: resource.MustParse(u[1])}}}})

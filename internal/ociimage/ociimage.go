@@ -170,70 +170,99 @@ type entry struct {
 // layer writes the uncompressed tar of files plus the parent directories
 // they need, sorted by name, every header's times, owner and mode fixed.
 func layer(files []File, user string, created time.Time) ([]byte, error) {
-	entries := map[string]entry{}
-	addDir := func(name string, mode int64, uid, gid int) {
-		entries[name+"/"] = entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, Uid: uid, Gid: gid}}
+	entries := tree{}
+	if err := entries.addFiles(files); err != nil {
+		return nil, err
 	}
-	addParents := func(name string) {
-		for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
-			if _, ok := entries[d+"/"]; !ok {
-				addDir(d, 0o755, 0, 0)
-			}
+	if err := entries.addUser(user); err != nil {
+		return nil, err
+	}
+	return entries.writeTar(created)
+}
+
+// tree is a layer's entries by name; a directory's name ends in "/".
+type tree map[string]entry
+
+func (t tree) addDir(name string, mode int64, uid, gid int) {
+	t[name+"/"] = entry{hdr: tar.Header{Typeflag: tar.TypeDir, Name: name + "/", Mode: mode, Uid: uid, Gid: gid}}
+}
+
+// addParents adds the directories above name that are not there yet, owned
+// by root.
+func (t tree) addParents(name string) {
+	for d := path.Dir(name); d != "." && d != "/"; d = path.Dir(d) {
+		if _, ok := t[d+"/"]; !ok {
+			t.addDir(d, 0o755, 0, 0)
 		}
 	}
-	addFile := func(name string, mode int64, data []byte) error {
-		if _, ok := entries[name]; ok {
-			return fmt.Errorf("%s twice in one image", "/"+name)
-		}
-		entries[name] = entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data))}, data: data}
-		addParents(name)
-		return nil
+}
+
+func (t tree) addFile(name string, mode int64, data []byte) error {
+	if _, ok := t[name]; ok {
+		return fmt.Errorf("%s twice in one image", "/"+name)
 	}
+	t[name] = entry{hdr: tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: mode, Size: int64(len(data))}, data: data}
+	t.addParents(name)
+	return nil
+}
+
+// addFiles reads each file from its source into the tree.
+func (t tree) addFiles(files []File) error {
 	for _, f := range files {
 		if !path.IsAbs(f.Path) || path.Clean(f.Path) != f.Path || f.Path == "/" {
-			return nil, fmt.Errorf("image path %q: want a clean absolute file path", f.Path)
+			return fmt.Errorf("image path %q: want a clean absolute file path", f.Path)
 		}
 		data, err := os.ReadFile(f.Source)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		mode := f.Mode
 		if mode == 0 {
 			mode = 0o755
 		}
-		if err := addFile(f.Path[1:], mode, data); err != nil {
-			return nil, err
+		if err := t.addFile(f.Path[1:], mode, data); err != nil {
+			return err
 		}
 	}
-	if user != "" {
-		uid, gid, err := parseUser(user)
-		if err != nil {
-			return nil, err
-		}
-		if uid != 0 {
-			passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", uid, gid)
-			group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", gid)
-			if err := addFile("etc/passwd", 0o644, []byte(passwd)); err != nil {
-				return nil, err
-			}
-			if err := addFile("etc/group", 0o644, []byte(group)); err != nil {
-				return nil, err
-			}
-			addDir("home", 0o755, 0, 0)
-			addDir("home/nonroot", 0o700, uid, gid)
-			addDir("tmp", 0o1777, 0, 0)
-		}
-	}
+	return nil
+}
 
-	names := make([]string, 0, len(entries))
-	for n := range entries {
+// addUser gives a non-root user ("uid" or "uid:gid") the passwd and group
+// entries, home and /tmp it needs; root and no user need none.
+func (t tree) addUser(user string) error {
+	if user == "" {
+		return nil
+	}
+	uid, gid, err := parseUser(user)
+	if err != nil || uid == 0 {
+		return err
+	}
+	passwd := fmt.Sprintf("root:x:0:0:root:/root:/sbin/nologin\nnonroot:x:%d:%d:nonroot:/home/nonroot:/sbin/nologin\n", uid, gid)
+	group := fmt.Sprintf("root:x:0:\nnonroot:x:%d:\n", gid)
+	if err := t.addFile("etc/passwd", 0o644, []byte(passwd)); err != nil {
+		return err
+	}
+	if err := t.addFile("etc/group", 0o644, []byte(group)); err != nil {
+		return err
+	}
+	t.addDir("home", 0o755, 0, 0)
+	t.addDir("home/nonroot", 0o700, uid, gid)
+	t.addDir("tmp", 0o1777, 0, 0)
+	return nil
+}
+
+// writeTar writes the entries sorted by name, with the image's creation time
+// and the owner's name fixed on every header.
+func (t tree) writeTar(created time.Time) ([]byte, error) {
+	names := make([]string, 0, len(t))
+	for n := range t {
 		names = append(names, n)
 	}
 	sort.Strings(names)
 	var buf bytes.Buffer
 	w := tar.NewWriter(&buf)
 	for _, n := range names {
-		e := entries[n]
+		e := t[n]
 		e.hdr.ModTime = created
 		e.hdr.Uname, e.hdr.Gname = "root", "root"
 		if e.hdr.Uid != 0 {

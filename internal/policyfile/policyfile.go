@@ -45,10 +45,11 @@ func Load(path string, interval time.Duration) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading policy file: %w", err)
 	}
-	cfg, err := policy.Load(data)
+	cfg, warnings, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("policy file %s: %w", path, err)
 	}
+	logWarnings(path, warnings)
 	f.current.Store(cfg)
 	f.last = data
 	return f, nil
@@ -93,7 +94,7 @@ func (f *File) Run(ctx context.Context) {
 		if bytes.Equal(data, f.last) || bytes.Equal(data, lastBad) {
 			continue
 		}
-		cfg, err := policy.Load(data)
+		cfg, warnings, err := Parse(data)
 		if err != nil {
 			lastBad = data
 			logrus.WithError(err).WithField("file", f.path).Error("rejected new policy file; the last good policy stays in force")
@@ -103,10 +104,19 @@ func (f *File) Run(ctx context.Context) {
 			continue
 		}
 		f.last, lastBad = data, nil
+		logWarnings(f.path, warnings)
 		f.current.Store(cfg)
 		logrus.WithFields(logrus.Fields{"file": f.path, "pools": len(cfg.Pools), "profiles": len(cfg.Profiles)}).Info("policy file reloaded")
 		if f.OnReload != nil {
 			f.OnReload(cfg, nil)
 		}
+	}
+}
+
+// logWarnings logs what a new version of the file should change, once per
+// version, so that the log does not repeat it every poll.
+func logWarnings(path string, warnings []string) {
+	for _, w := range warnings {
+		logrus.WithField("file", path).Warn(w)
 	}
 }

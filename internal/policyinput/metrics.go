@@ -42,8 +42,8 @@ func (a *Assembler) ReadNodeMetrics(ctx context.Context, mc metricsclient.Interf
 // item to the history; it returns how many samples were new.
 //
 // metrics.k8s.io does not page lists, and at 150,000 pods a decoded
-// PodMetricsList is some 200 MB, and its body tens of MB more, held at once
-// every period for a few numbers per pod. So the response is read as it
+// PodMetricsList and its body are a few hundred MB held at once every
+// period for a few numbers per pod. So the response is read as it
 // arrives and only the usage sample of each item is decoded (see readList
 // and decodePodUsage). Clients without a REST transport (the clientset's
 // fakes) are listed as usual.

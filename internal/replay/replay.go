@@ -17,8 +17,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	validationfield "k8s.io/apimachinery/pkg/util/validation/field"
 	testingclock "k8s.io/utils/clock/testing"
 
+	"github.com/kube-reclaim/kube-reclaim/apis/policy/v1alpha1"
 	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/policy"
@@ -106,24 +108,46 @@ func Run(ctx context.Context, tr *Trace, contenders []Contender, cfg Config) (*R
 	if len(tr.Nodes) == 0 {
 		return nil, errors.New("the trace places no pod on a node")
 	}
+	age, err := historyAge(contenders, cfg)
+	if err != nil {
+		return nil, err
+	}
+	timeline, err := timelineNode(tr, cfg)
+	if err != nil {
+		return nil, err
+	}
 	// The controller logs every dry-run victim at info.
 	if lvl := logrus.GetLevel(); lvl > logrus.WarnLevel {
 		logrus.SetLevel(logrus.WarnLevel)
 		defer logrus.SetLevel(lvl)
 	}
-	step := tr.Step
-	asm := policyinput.New(reclaimable.Names{})
+	r := newRun(tr, contenders, cfg, age, timeline)
+	for k := 0; k < tr.Steps; k++ {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r.step(ctx, k)
+	}
+	return r.report(), nil
+}
+
+// historyAge checks the contenders' settings and returns the usage history
+// the longest of their windows needs.
+func historyAge(contenders []Contender, cfg Config) (time.Duration, error) {
 	var age time.Duration
 	for _, c := range contenders {
 		if c.Settings != nil {
-			if err := c.Settings.Validate(c.Name); err != nil {
-				return nil, err
+			if errs := v1alpha1.ValidateSettings(*c.Settings, validationfield.NewPath(c.Name)); len(errs) > 0 {
+				return 0, errs.ToAggregate()
 			}
 			age = max(age, policyinput.HistoryAge(&policy.Config{Default: *c.Settings}, cfg.MetricsStaleAfter))
 		}
 	}
-	asm.Resize(max(age, step+policy.DefaultSampleAlignment), step)
+	return age, nil
+}
 
+// timelineNode is the index of the node whose timeline the report keeps.
+func timelineNode(tr *Trace, cfg Config) (int, error) {
 	timeline := 0
 	for i, n := range tr.Nodes {
 		if n.Name == cfg.TimelineNode {
@@ -131,187 +155,234 @@ func Run(ctx context.Context, tr *Trace, contenders []Contender, cfg Config) (*R
 		}
 	}
 	if cfg.TimelineNode != "" && tr.Nodes[timeline].Name != cfg.TimelineNode {
-		return nil, fmt.Errorf("--timeline-node %q: no such node", cfg.TimelineNode)
+		return 0, fmt.Errorf("--timeline-node %q: no such node", cfg.TimelineNode)
 	}
+	return timeline, nil
+}
 
-	clk := testingclock.NewFakeClock(tr.Start)
-	states := make([]*contenderState, len(contenders))
-	for i, c := range contenders {
-		st := &contenderState{c: c, nodes: make([]nodeState, len(tr.Nodes)), rec: &victimRecorder{}}
-		opts := cfg.Eviction
-		opts.Mode = eviction.ModeDryRun
-		nodeIdx := map[string]int{}
-		for j, n := range tr.Nodes {
-			nodeIdx[n.Name] = j
-		}
-		st.ctrl = eviction.New(eviction.Config{Options: opts, Period: cfg.Period, Clock: clk,
-			Pods: func(node string) []*policyinput.Pod { return st.nodes[nodeIdx[node]].batch }}, prometheus.NewRegistry())
-		st.ctrl.SetRecorder(st.rec)
-		st.res = &Result{Name: c.Name, Describe: c.Describe, Baseline: c.Baseline || c.Formula != nil, Nodes: make([]NodeResult, len(tr.Nodes))}
-		if i == 0 {
-			st.res.Timeline = &Timeline{Node: tr.Nodes[timeline].Name, Start: tr.Start, Step: step,
-				Allocatable: tr.Nodes[timeline].Allocatable}
-		}
-		states[i] = st
-	}
-
+// run is one replay in progress.
+type run struct {
+	tr       *Trace
+	cfg      Config
+	asm      *policyinput.Assembler
+	clk      *testingclock.FakeClock
+	states   []*contenderState
+	timeline int
 	// One record per pod, kept across steps: the assembler caches each
 	// pod's series in it, as the publisher's cache does.
-	records := make([]*policyinput.Pod, len(tr.Pods))
-	keys := make([][]byte, len(tr.Pods))
-	for i, p := range tr.Pods {
-		first := tr.Start.Add(time.Duration(p.First) * step).Unix()
-		records[i] = &policyinput.Pod{Namespace: "trace", Name: p.Name, UID: types.UID("trace/" + p.Name),
-			Requests: p.Requests, Created: first, Started: first}
-		keys[i] = []byte("trace/" + p.Name)
-	}
-	usage := make([]reclaimable.Resources, len(tr.Nodes))
-	var present []*policyinput.Pod
-	base := make([]baseInput, len(tr.Nodes))
+	records []*policyinput.Pod
+	keys    [][]byte
+	// usage is each node's usage at the current step, base the baselines'
+	// input.
+	usage   []reclaimable.Resources
+	base    []baseInput
+	present []*policyinput.Pod
+}
 
-	for k := 0; k < tr.Steps; k++ {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		now := tr.Start.Add(time.Duration(k) * step)
-		clk.SetTime(now)
-		hist := asm.History()
-		for i, p := range tr.Pods {
-			if j := k - p.First; p.Node >= 0 && j >= 0 && j < len(p.Kind) && p.Kind[j] != kindGap {
-				hist.AddPod(keys[i], policy.Sample{Time: now, CPUMilli: p.CPU[j], MemoryBytes: p.Memory[j]})
-			}
-		}
-		for n := range tr.Nodes {
-			var u, req reclaimable.Resources
-			for _, i := range tr.Nodes[n].Pods {
-				p := tr.Pods[i]
-				if j := k - p.First; j >= 0 && j < len(p.Kind) {
-					u = u.Add(reclaimable.Resources{CPUMilli: p.CPU[j], MemoryBytes: p.Memory[j]})
-					req = req.Add(p.Requests)
-				}
-			}
-			usage[n] = u
-			base[n].push(u, req)
-			hist.AddNode(tr.Nodes[n].Name, policy.Sample{Time: now, CPUMilli: u.CPUMilli, MemoryBytes: u.MemoryBytes})
-		}
-		// Batch pods that ran their lifetime have completed.
-		for _, st := range states {
-			for n := range st.nodes {
-				ns := &st.nodes[n]
-				kept := ns.batch[:0]
-				for _, b := range ns.batch {
-					if now.Unix()-b.Created >= int64(cfg.BatchLifetime/time.Second) {
-						ns.held.CPUMilli -= b.Reclaimed.CPUMilli
-						ns.held.MemoryBytes -= b.Reclaimed.MemoryBytes
-						continue
-					}
-					kept = append(kept, b)
-				}
-				clear(ns.batch[len(kept):])
-				ns.batch = kept
-			}
-		}
-		// The room written at the previous step was in force until now:
-		// judge it against the usage that followed.
-		if k > 0 {
-			for _, st := range states {
-				for n := range tr.Nodes {
-					ns := &st.nodes[n]
-					ns.acc.interval(ns.room, usage[n], tr.Nodes[n].Allocatable)
-				}
-			}
-		}
-		for n, node := range tr.Nodes {
-			present = present[:0]
-			for _, i := range node.Pods {
-				if p := tr.Pods[i]; k >= p.First && k <= p.Last() {
-					present = append(present, records[i])
-				}
-			}
-			in, _ := asm.Node(node.Name, node.Allocatable, node.Allocatable, present)
-			for _, st := range states {
-				ns := &st.nodes[n]
-				var res policy.Result
-				threshold := policy.DefaultChangeThreshold
-				if st.c.Settings != nil {
-					res = st.calc.Compute(&in, *st.c.Settings, now, cfg.MetricsStaleAfter)
-					threshold = st.c.Settings.ChangeThreshold
-				} else {
-					res = policy.Result{Resources: st.c.Formula.Room(node.Allocatable, &base[n])}
-				}
-				st.ctrl.Observe(node.Name, res, ns.held)
-				d := policy.Decide(policy.Observed{Published: ns.published, Status: ns.status, Held: ns.held}, res.Resources, now,
-					policy.Gate{ChangeThreshold: threshold, DecreaseThreshold: cfg.DecreaseThreshold, Refresh: cfg.Refresh})
-				if d.WriteAnnotation {
-					ns.published = &policy.Published{Values: d.Values, Held: d.Held, WriteTime: now}
-					ns.acc.writes++
-				}
-				if d.WriteStatus {
-					s := d.Status
-					ns.status = &s
-				}
-				ns.room = d.Values
-			}
-		}
-		for _, st := range states {
-			st.rec.victims = st.rec.victims[:0]
-			st.ctrl.Act(ctx)
-			var evicted map[types.UID]bool
-			if len(st.rec.victims) > 0 {
-				evicted = make(map[types.UID]bool, len(st.rec.victims))
-				for _, v := range st.rec.victims {
-					evicted[v] = true
-				}
-			}
-			for n := range st.nodes {
-				ns := &st.nodes[n]
-				if len(evicted) > 0 {
-					kept := ns.batch[:0]
-					for _, b := range ns.batch {
-						if evicted[b.UID] {
-							ns.acc.evictions++
-							ns.held.CPUMilli -= b.Reclaimed.CPUMilli
-							ns.held.MemoryBytes -= b.Reclaimed.MemoryBytes
-							continue
-						}
-						kept = append(kept, b)
-					}
-					clear(ns.batch[len(kept):])
-					ns.batch = kept
-				}
-				// Batch work fills whatever room is free.
-				if free := (reclaimable.Resources{CPUMilli: max(ns.room.CPUMilli-ns.held.CPUMilli, 0),
-					MemoryBytes: max(ns.room.MemoryBytes-ns.held.MemoryBytes, 0)}); !free.IsZero() {
-					ns.seq++
-					name := fmt.Sprintf("%s-%d", tr.Nodes[n].Name, ns.seq)
-					ns.batch = append(ns.batch, &policyinput.Pod{Namespace: "batch", Name: name, UID: types.UID("batch/" + name),
-						NodeName: tr.Nodes[n].Name, Reclaimed: free, Created: now.Unix(), Started: now.Unix()})
-					ns.held = ns.held.Add(free)
-				}
-			}
-			if tl := st.res.Timeline; tl != nil {
-				ev := st.nodes[timeline].acc.evictions
-				tl.Usage = append(tl.Usage, usage[timeline])
-				tl.Room = append(tl.Room, st.nodes[timeline].room)
-				tl.Evictions = append(tl.Evictions, ev-tl.total)
-				tl.total = ev
-			}
-		}
-		asm.Prune(now)
+func newRun(tr *Trace, contenders []Contender, cfg Config, age time.Duration, timeline int) *run {
+	r := &run{tr: tr, cfg: cfg, asm: policyinput.New(reclaimable.Names{}), clk: testingclock.NewFakeClock(tr.Start),
+		timeline: timeline, records: make([]*policyinput.Pod, len(tr.Pods)), keys: make([][]byte, len(tr.Pods)),
+		usage: make([]reclaimable.Resources, len(tr.Nodes)), base: make([]baseInput, len(tr.Nodes))}
+	r.asm.Resize(max(age, tr.Step+policy.DefaultSampleAlignment), tr.Step)
+	for i, c := range contenders {
+		r.states = append(r.states, r.newContenderState(c, i == 0))
 	}
+	for i, p := range tr.Pods {
+		first := tr.Start.Add(time.Duration(p.First) * tr.Step).Unix()
+		r.records[i] = &policyinput.Pod{Namespace: "trace", Name: p.Name, UID: types.UID("trace/" + p.Name),
+			Requests: p.Requests, Created: first, Started: first}
+		r.keys[i] = []byte("trace/" + p.Name)
+	}
+	return r
+}
+
+// newContenderState gives the contender its own eviction controller, in
+// dry-run, on the replay's clock; the first contender keeps the timeline.
+func (r *run) newContenderState(c Contender, first bool) *contenderState {
+	tr := r.tr
+	st := &contenderState{c: c, nodes: make([]nodeState, len(tr.Nodes)), rec: &victimRecorder{}}
+	opts := r.cfg.Eviction
+	opts.Mode = eviction.ModeDryRun
+	nodeIdx := map[string]int{}
+	for j, n := range tr.Nodes {
+		nodeIdx[n.Name] = j
+	}
+	st.ctrl = eviction.New(eviction.Config{Options: opts, Period: r.cfg.Period, Clock: r.clk,
+		Pods: func(node string) []*policyinput.Pod { return st.nodes[nodeIdx[node]].batch }}, prometheus.NewRegistry())
+	st.ctrl.SetRecorder(st.rec)
+	st.res = &Result{Name: c.Name, Describe: c.Describe, Baseline: c.Baseline || c.Formula != nil, Nodes: make([]NodeResult, len(tr.Nodes))}
+	if first {
+		st.res.Timeline = &Timeline{Node: tr.Nodes[r.timeline].Name, Start: tr.Start, Step: tr.Step,
+			Allocatable: tr.Nodes[r.timeline].Allocatable}
+	}
+	return st
+}
+
+// step replays step k: the usage of that instant, completed batch pods, the
+// judgement of the room in force since the previous step, each contender's
+// new room, then evictions and new batch pods.
+func (r *run) step(ctx context.Context, k int) {
+	now := r.tr.Start.Add(time.Duration(k) * r.tr.Step)
+	r.clk.SetTime(now)
+	r.recordUsage(k, now)
+	// Batch pods that ran their lifetime have completed.
+	lifetime := int64(r.cfg.BatchLifetime / time.Second)
+	for _, st := range r.states {
+		for n := range st.nodes {
+			st.nodes[n].removeBatch(func(b *policyinput.Pod) bool { return now.Unix()-b.Created >= lifetime })
+		}
+	}
+	// The room written at the previous step was in force until now:
+	// judge it against the usage that followed.
+	if k > 0 {
+		for _, st := range r.states {
+			for n := range r.tr.Nodes {
+				ns := &st.nodes[n]
+				ns.acc.interval(ns.room, r.usage[n], r.tr.Nodes[n].Allocatable)
+			}
+		}
+	}
+	for n := range r.tr.Nodes {
+		r.decideNode(k, n, now)
+	}
+	for _, st := range r.states {
+		r.evictAndFill(ctx, st, now)
+	}
+	r.asm.Prune(now)
+}
+
+// recordUsage adds the samples of step k to the history: each pod's, and
+// each node's as the sum of its pods'.
+func (r *run) recordUsage(k int, now time.Time) {
+	tr := r.tr
+	hist := r.asm.History()
+	for i, p := range tr.Pods {
+		if j := k - p.First; p.Node >= 0 && j >= 0 && j < len(p.Kind) && p.Kind[j] != kindGap {
+			hist.AddPod(r.keys[i], policy.Sample{Time: now, CPUMilli: p.CPU[j], MemoryBytes: p.Memory[j]})
+		}
+	}
+	for n := range tr.Nodes {
+		var u, req reclaimable.Resources
+		for _, i := range tr.Nodes[n].Pods {
+			p := tr.Pods[i]
+			if j := k - p.First; j >= 0 && j < len(p.Kind) {
+				u = u.Add(reclaimable.Resources{CPUMilli: p.CPU[j], MemoryBytes: p.Memory[j]})
+				req = req.Add(p.Requests)
+			}
+		}
+		r.usage[n] = u
+		r.base[n].push(u, req)
+		hist.AddNode(tr.Nodes[n].Name, policy.Sample{Time: now, CPUMilli: u.CPUMilli, MemoryBytes: u.MemoryBytes})
+	}
+}
+
+// decideNode computes node n's room under every contender and gates its
+// write as the publisher does.
+func (r *run) decideNode(k, n int, now time.Time) {
+	node := &r.tr.Nodes[n]
+	r.present = r.present[:0]
+	for _, i := range node.Pods {
+		if p := r.tr.Pods[i]; k >= p.First && k <= p.Last() {
+			r.present = append(r.present, r.records[i])
+		}
+	}
+	in, _ := r.asm.Node(node.Name, node.Allocatable, node.Allocatable, r.present)
+	for _, st := range r.states {
+		ns := &st.nodes[n]
+		var res policy.Result
+		threshold := policy.DefaultChangeThreshold
+		if st.c.Settings != nil {
+			res = st.calc.Compute(&in, *st.c.Settings, now, r.cfg.MetricsStaleAfter)
+			threshold = st.c.Settings.ChangeThreshold
+		} else {
+			res = policy.Result{Resources: st.c.Formula.Room(node.Allocatable, &r.base[n])}
+		}
+		st.ctrl.Observe(node.Name, res, ns.held)
+		d := policy.Decide(policy.Observed{Published: ns.published, Status: ns.status, Held: ns.held}, res.Resources, now,
+			policy.Gate{ChangeThreshold: threshold, DecreaseThreshold: r.cfg.DecreaseThreshold, Refresh: r.cfg.Refresh})
+		if d.WriteAnnotation {
+			ns.published = &policy.Published{Values: d.Values, Held: d.Held, WriteTime: now}
+			ns.acc.writes++
+		}
+		if d.WriteStatus {
+			s := d.Status
+			ns.status = &s
+		}
+		ns.room = d.Values
+	}
+}
+
+// evictAndFill runs the contender's eviction controller, removes its
+// victims, fills each node's free room with a new batch pod and extends the
+// timeline.
+func (r *run) evictAndFill(ctx context.Context, st *contenderState, now time.Time) {
+	st.rec.victims = st.rec.victims[:0]
+	st.ctrl.Act(ctx)
+	var evicted map[types.UID]bool
+	if len(st.rec.victims) > 0 {
+		evicted = make(map[types.UID]bool, len(st.rec.victims))
+		for _, v := range st.rec.victims {
+			evicted[v] = true
+		}
+	}
+	for n := range st.nodes {
+		ns := &st.nodes[n]
+		if len(evicted) > 0 {
+			ns.acc.evictions += ns.removeBatch(func(b *policyinput.Pod) bool { return evicted[b.UID] })
+		}
+		// Batch work fills whatever room is free.
+		if free := (reclaimable.Resources{CPUMilli: max(ns.room.CPUMilli-ns.held.CPUMilli, 0),
+			MemoryBytes: max(ns.room.MemoryBytes-ns.held.MemoryBytes, 0)}); !free.IsZero() {
+			ns.seq++
+			name := fmt.Sprintf("%s-%d", r.tr.Nodes[n].Name, ns.seq)
+			ns.batch = append(ns.batch, &policyinput.Pod{Namespace: "batch", Name: name, UID: types.UID("batch/" + name),
+				NodeName: r.tr.Nodes[n].Name, Reclaimed: free, Created: now.Unix(), Started: now.Unix()})
+			ns.held = ns.held.Add(free)
+		}
+	}
+	if tl := st.res.Timeline; tl != nil {
+		ev := st.nodes[r.timeline].acc.evictions
+		tl.Usage = append(tl.Usage, r.usage[r.timeline])
+		tl.Room = append(tl.Room, st.nodes[r.timeline].room)
+		tl.Evictions = append(tl.Evictions, ev-tl.total)
+		tl.total = ev
+	}
+}
+
+// removeBatch removes the batch pods for which gone returns true, gives
+// back what they held and returns how many it removed.
+func (ns *nodeState) removeBatch(gone func(*policyinput.Pod) bool) int {
+	kept := ns.batch[:0]
+	for _, b := range ns.batch {
+		if gone(b) {
+			ns.held.CPUMilli -= b.Reclaimed.CPUMilli
+			ns.held.MemoryBytes -= b.Reclaimed.MemoryBytes
+			continue
+		}
+		kept = append(kept, b)
+	}
+	removed := len(ns.batch) - len(kept)
+	clear(ns.batch[len(kept):])
+	ns.batch = kept
+	return removed
+}
+
+// report measures every contender over the whole replay.
+func (r *run) report() *Report {
+	tr := r.tr
 	rep := &Report{Trace: summarize(tr)}
-	for _, st := range states {
+	for _, st := range r.states {
 		var cluster accumulator
 		for n := range st.nodes {
 			acc := &st.nodes[n].acc
 			acc.finish()
-			st.res.Nodes[n] = NodeResult{Name: tr.Nodes[n].Name, Pods: len(tr.Nodes[n].Pods), Measures: acc.measures(tr.Nodes[n].Allocatable, step)}
+			st.res.Nodes[n] = NodeResult{Name: tr.Nodes[n].Name, Pods: len(tr.Nodes[n].Pods), Measures: acc.measures(tr.Nodes[n].Allocatable, tr.Step)}
 			cluster.add(acc)
 		}
-		st.res.Cluster = cluster.measures(tr.Nodes[0].Allocatable, step)
+		st.res.Cluster = cluster.measures(tr.Nodes[0].Allocatable, tr.Step)
 		rep.Results = append(rep.Results, *st.res)
 	}
-	return rep, nil
+	return rep
 }
 
 // victimRecorder takes the controller's Events: a dry-run Event on a Pod

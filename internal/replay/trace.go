@@ -132,136 +132,167 @@ func (b *builder) add(r row) error {
 func usable(r *row) bool { return r.req.CPUMilli > 0 && r.req.MemoryBytes > 0 }
 
 func (b *builder) build() (*Trace, error) {
-	step := int64(b.o.Step / time.Second)
 	tr := &Trace{Step: b.o.Step, Quirks: Quirks{Rows: b.rows}}
-	q := &tr.Quirks
-	t0, t1, any := int64(0), int64(0), false
-	for _, rows := range b.pods {
-		for i := range rows {
-			if usable(&rows[i]) {
-				if !any || rows[i].sec < t0 {
-					t0 = rows[i].sec
-				}
-				if !any || rows[i].sec > t1 {
-					t1 = rows[i].sec
-				}
-				any = true
-			}
-		}
-	}
-	if !any {
+	t0, t1, ok := b.span()
+	if !ok {
 		return nil, errors.New("no usable row (every row lacks a CPU or a memory request)")
 	}
+	step := int64(b.o.Step / time.Second)
 	t0 = floorDiv(t0, step) * step
 	tr.Start = time.Unix(t0, 0).UTC()
 	tr.Steps = int(ceilDiv(t1-t0, step)) + 1
-	stepOf := func(sec int64) int { return int(ceilDiv(sec-t0, step)) }
-
+	g := grid{t0: t0, step: step}
 	for _, name := range sortedKeys(b.pods) {
-		rows := b.pods[name]
-		slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.sec, b.sec) })
-		p := &PodTrace{Name: name, node: rows[0].node, First: -1}
-		last := -1
-		var prev *row
-		for i := range rows {
-			r := &rows[i]
-			if !usable(r) {
-				q.ZeroRequestRows++
-				continue
-			}
-			p.Requests = p.Requests.Max(r.req)
-			if prev != nil && prev.req != r.req {
-				q.RequestChanges++
-			}
-			prev = r
-			k := stepOf(r.sec)
-			if p.First < 0 {
-				p.First = k
-			}
-			last = k
-		}
-		if p.First < 0 {
-			q.PodsWithoutUsableRow++
-			continue
-		}
-		n := last - p.First + 1
-		p.CPU, p.Memory, p.Kind = make([]int64, n), make([]int64, n), make([]uint8, n)
-		for i := range rows {
-			r := &rows[i]
-			if !usable(r) {
-				continue
-			}
-			k := stepOf(r.sec)
-			if (r.sec-t0)%step != 0 {
-				q.RealignedRows++
-			}
-			cpu, mem, kind := r.use.CPUMilli, r.use.MemoryBytes, kindMeasured
-			if cpu > r.req.CPUMilli {
-				q.CPUAboveRequestRows++
-				cpu = r.req.CPUMilli
-			}
-			switch {
-			case mem == 0:
-				q.MemoryMissingRows++
-				mem, kind = -1, kindMemoryMissing // filled below
-			case mem > r.req.MemoryBytes:
-				q.MemoryAboveRequestRows++
-				mem = r.req.MemoryBytes
-			}
-			j := k - p.First
-			if prevKind := p.Kind[j]; prevKind != kindGap {
-				q.MergedRows++
-				cpu = max(cpu, p.CPU[j])
-				// A missing memory reading yields to a measured one.
-				switch {
-				case kind == prevKind:
-					mem = max(mem, p.Memory[j])
-				case prevKind == kindMeasured:
-					mem, kind = p.Memory[j], kindMeasured
-				}
-			}
-			p.CPU[j], p.Memory[j], p.Kind[j] = cpu, mem, kind
-		}
-		// A missing reading repeats the pod's last reading of that
-		// resource, its requests before the first: never idle.
-		lastCPU, lastMem := p.Requests.CPUMilli, p.Requests.MemoryBytes
-		for j := range p.Kind {
-			switch p.Kind[j] {
-			case kindGap:
-				q.GapSteps++
-				p.CPU[j], p.Memory[j] = lastCPU, lastMem
-			case kindMemoryMissing:
-				lastCPU = p.CPU[j]
-				p.Memory[j] = lastMem
-			default:
-				lastCPU, lastMem = p.CPU[j], p.Memory[j]
-			}
-		}
-		tr.Pods = append(tr.Pods, p)
-	}
-	if b.named == 0 {
-		tr.Packed = true
-		tr.Nodes = Pack(tr.Pods, b.o.Node)
-	} else {
-		names := map[string]int{}
-		for _, p := range tr.Pods {
-			names[p.node] = 0
-		}
-		for i, n := range sortedKeys(names) {
-			names[n] = i
-			tr.Nodes = append(tr.Nodes, NodeTrace{Name: n, Allocatable: b.o.Node})
-		}
-		for i, p := range tr.Pods {
-			p.Node = names[p.node]
-			tr.Nodes[p.Node].Pods = append(tr.Nodes[p.Node].Pods, i)
+		if p := g.podTrace(name, b.pods[name], &tr.Quirks); p != nil {
+			tr.Pods = append(tr.Pods, p)
 		}
 	}
+	b.place(tr)
 	for _, p := range tr.Pods {
 		if p.Node < 0 {
-			q.PodsTooLarge++
+			tr.Quirks.PodsTooLarge++
 		}
 	}
 	return tr, nil
+}
+
+// span returns the times of the first and the last usable row; false when
+// no row is usable.
+func (b *builder) span() (t0, t1 int64, ok bool) {
+	for _, rows := range b.pods {
+		for i := range rows {
+			if usable(&rows[i]) {
+				if !ok || rows[i].sec < t0 {
+					t0 = rows[i].sec
+				}
+				if !ok || rows[i].sec > t1 {
+					t1 = rows[i].sec
+				}
+				ok = true
+			}
+		}
+	}
+	return t0, t1, ok
+}
+
+// grid is the trace's steps: step seconds apart from t0.
+type grid struct{ t0, step int64 }
+
+// stepOf is the step a row at sec belongs to: the first at or after it.
+func (g grid) stepOf(sec int64) int { return int(ceilDiv(sec-g.t0, g.step)) }
+
+// podTrace builds the pod's series from its rows (sorted here), counting
+// the quirks it meets; nil when no row of the pod is usable.
+func (g grid) podTrace(name string, rows []row, q *Quirks) *PodTrace {
+	slices.SortStableFunc(rows, func(a, b row) int { return cmp.Compare(a.sec, b.sec) })
+	p := &PodTrace{Name: name, node: rows[0].node, First: -1}
+	last := -1
+	var prev *row
+	for i := range rows {
+		r := &rows[i]
+		if !usable(r) {
+			q.ZeroRequestRows++
+			continue
+		}
+		p.Requests = p.Requests.Max(r.req)
+		if prev != nil && prev.req != r.req {
+			q.RequestChanges++
+		}
+		prev = r
+		k := g.stepOf(r.sec)
+		if p.First < 0 {
+			p.First = k
+		}
+		last = k
+	}
+	if p.First < 0 {
+		q.PodsWithoutUsableRow++
+		return nil
+	}
+	n := last - p.First + 1
+	p.CPU, p.Memory, p.Kind = make([]int64, n), make([]int64, n), make([]uint8, n)
+	for i := range rows {
+		if usable(&rows[i]) {
+			g.addRow(p, &rows[i], q)
+		}
+	}
+	p.fillGaps(q)
+	return p
+}
+
+// addRow puts a usable row into its step of p: usage above the requests is
+// cut to them, and two rows of one step merge (the larger usage, a missing
+// memory reading yielding to a measured one).
+func (g grid) addRow(p *PodTrace, r *row, q *Quirks) {
+	if (r.sec-g.t0)%g.step != 0 {
+		q.RealignedRows++
+	}
+	cpu, mem, kind := r.use.CPUMilli, r.use.MemoryBytes, kindMeasured
+	if cpu > r.req.CPUMilli {
+		q.CPUAboveRequestRows++
+		cpu = r.req.CPUMilli
+	}
+	switch {
+	case mem == 0:
+		q.MemoryMissingRows++
+		mem, kind = -1, kindMemoryMissing // filled by fillGaps
+	case mem > r.req.MemoryBytes:
+		q.MemoryAboveRequestRows++
+		mem = r.req.MemoryBytes
+	}
+	j := g.stepOf(r.sec) - p.First
+	if prevKind := p.Kind[j]; prevKind != kindGap {
+		q.MergedRows++
+		cpu = max(cpu, p.CPU[j])
+		switch {
+		case kind == prevKind:
+			mem = max(mem, p.Memory[j])
+		case prevKind == kindMeasured:
+			mem, kind = p.Memory[j], kindMeasured
+		}
+	}
+	p.CPU[j], p.Memory[j], p.Kind[j] = cpu, mem, kind
+}
+
+// fillGaps gives a missing reading the pod's last reading of that
+// resource, its requests before the first: never idle.
+func (p *PodTrace) fillGaps(q *Quirks) {
+	lastCPU, lastMem := p.Requests.CPUMilli, p.Requests.MemoryBytes
+	for j := range p.Kind {
+		switch p.Kind[j] {
+		case kindGap:
+			q.GapSteps++
+			p.CPU[j], p.Memory[j] = lastCPU, lastMem
+		case kindMemoryMissing:
+			lastCPU = p.CPU[j]
+			p.Memory[j] = lastMem
+		default:
+			lastCPU, lastMem = p.CPU[j], p.Memory[j]
+		}
+	}
+}
+
+// place puts the pods on nodes: packed onto nodes of the trace's size when
+// no row names its node, on the nodes the rows name otherwise (in name
+// order).
+func (b *builder) place(tr *Trace) {
+	if b.named == 0 {
+		tr.Packed = true
+		tr.Nodes = Pack(tr.Pods, b.o.Node)
+		return
+	}
+	names := map[string]int{}
+	for _, p := range tr.Pods {
+		names[p.node] = 0
+	}
+	for i, n := range sortedKeys(names) {
+		names[n] = i
+		tr.Nodes = append(tr.Nodes, NodeTrace{Name: n, Allocatable: b.o.Node})
+	}
+	for i, p := range tr.Pods {
+		p.Node = names[p.node]
+		tr.Nodes[p.Node].Pods = append(tr.Nodes[p.Node].Pods, i)
+	}
 }
 
 // Pack places the pods on nodes of the given allocatable, first-fit

@@ -334,12 +334,7 @@ func (c *Cluster) writeFiles() error {
 	}
 	c.kubeconfig = filepath.Join(c.dir, "admin.kubeconfig")
 	server := fmt.Sprintf("https://127.0.0.1:%d", c.apiPort)
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: c.ca.CertPEM}
-	kc.AuthInfos["admin"] = &clientcmdapi.AuthInfo{Token: adminToken}
-	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "admin"}
-	kc.CurrentContext = "local"
-	if err = clientcmd.WriteToFile(*kc, c.kubeconfig); err != nil {
+	if err = writeKubeconfig(c.kubeconfig, server, c.ca.CertPEM, "admin", &clientcmdapi.AuthInfo{Token: adminToken}); err != nil {
 		return err
 	}
 	if c.restConfig, err = clientcmd.BuildConfigFromFlags("", c.kubeconfig); err != nil {

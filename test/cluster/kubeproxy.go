@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 )
@@ -34,12 +33,8 @@ func (n *RealNode) writeKubeProxyFiles() error {
 	if err != nil {
 		return err
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: n.apiServer(), CertificateAuthorityData: n.c.ca.CertPEM}
-	kc.AuthInfos["kube-proxy"] = &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
-	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "kube-proxy"}
-	kc.CurrentContext = "local"
-	if err := clientcmd.WriteToFile(*kc, n.path("kube-proxy.kubeconfig")); err != nil {
+	auth := &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
+	if err := writeKubeconfig(n.path("kube-proxy.kubeconfig"), n.apiServer(), n.c.ca.CertPEM, "kube-proxy", auth); err != nil {
 		return err
 	}
 	zero := "0s"

@@ -17,7 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/yaml"
 
@@ -276,12 +275,8 @@ func (n *RealNode) writeFiles() error {
 	if err != nil {
 		return err
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: n.apiServer(), CertificateAuthorityData: n.c.ca.CertPEM}
-	kc.AuthInfos["kubelet"] = &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
-	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "kubelet"}
-	kc.CurrentContext = "local"
-	if err := clientcmd.WriteToFile(*kc, n.path("kubelet.kubeconfig")); err != nil {
+	auth := &clientcmdapi.AuthInfo{ClientCertificate: cert, ClientKey: key}
+	if err := writeKubeconfig(n.path("kubelet.kubeconfig"), n.apiServer(), n.c.ca.CertPEM, "kubelet", auth); err != nil {
 		return err
 	}
 	cfg, err := yaml.Marshal(n.kubeletConfig())

@@ -9,7 +9,7 @@
 //
 //	go test ./test/e2e/ -v -count=1 -timeout 40m
 //
-// It takes about 15 minutes on 2 cores. -short skips the long tests (the
+// It takes many minutes (docs/CONVENTIONS.md has a timed run). -short skips the long tests (the
 // usage trace and the fault tests that wait out real timeouts) and keeps
 // the extender, burst, bad-input and eviction tests.
 package e2e

@@ -10,6 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/publisher"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -112,7 +113,7 @@ func setup(t *testing.T) *env {
 	if pol == dep.Policy {
 		t.Fatalf("the deployed policy no longer says `window: 5m`; adapt the suite:\n%s", dep.Policy)
 	}
-	cfg, err := policy.Load([]byte(pol))
+	cfg, _, err := policyfile.Parse([]byte(pol))
 	if err != nil {
 		t.Fatalf("the deployed policy with a %s window is invalid: %v", window, err)
 	}

@@ -74,8 +74,8 @@ func TestSumSamplesRejectsUnpairedLabelsAndBrokenText(t *testing.T) {
 }
 
 // The looks run on the wall clock, and Err reports two looks more than twice
-// Every apart: on a loaded 2-core machine a 50ms period saw looks 139ms
-// apart. Periods of 400ms leave room for such stalls.
+// Every apart: on a loaded 2-core machine a short period saw looks more
+// than twice as far apart. Periods of 400ms leave room for such stalls.
 
 func TestAbsenceReportsWhatItsLooksSaw(t *testing.T) {
 	const window, every = 2 * time.Second, 400 * time.Millisecond

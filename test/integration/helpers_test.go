@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,10 +17,13 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/extender"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
@@ -40,6 +44,34 @@ func contains(list []string, s string) bool {
 }
 
 func statDir(dir string) (os.FileInfo, error) { return os.Stat(dir) }
+
+// apiOnlyCluster starts a cluster without metrics-server and scheduler, for
+// a test that needs only the API server, and creates the namespace ns in it.
+func apiOnlyCluster(t *testing.T, ns string) *cluster.Cluster {
+	t.Helper()
+	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, NoScheduler: true})
+	framework.CreateNamespace(t, c, ns)
+	return c
+}
+
+// kubeconfigAs writes a kubeconfig of c acting as user with auth into a
+// temporary directory of t; it returns its path and a client built from it.
+func kubeconfigAs(t *testing.T, c *cluster.Cluster, user string, auth *clientcmdapi.AuthInfo) (string, kubernetes.Interface) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), user+".kubeconfig")
+	if err := c.WriteKubeconfig(path, user, auth); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return path, client
+}
 
 // waitBindingsInEffect waits until the apiserver's authorizer grants every
 // ServiceAccount bound by a RoleBinding or ClusterRoleBinding of objs the

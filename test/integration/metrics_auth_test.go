@@ -27,9 +27,8 @@ import (
 // the plain probe port has no metrics at all.
 func TestMetricsNeedAuthorizedCaller(t *testing.T) {
 	ctx := context.Background()
-	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, NoScheduler: true})
 	const ns = "metrics-auth"
-	framework.CreateNamespace(t, c, ns)
+	c := apiOnlyCluster(t, ns)
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)

@@ -24,9 +24,8 @@ import (
 // apiserver stores a pod's spec and QoS class at creation.
 func TestPodEnforcement(t *testing.T) {
 	ctx := context.Background()
-	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, NoScheduler: true})
 	const ns = "enforce"
-	framework.CreateNamespace(t, c, ns)
+	c := apiOnlyCluster(t, ns)
 	waitDefaultServiceAccount(t, c, ns)
 	pods := c.Client.CoreV1().Pods(ns)
 

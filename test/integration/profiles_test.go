@@ -17,7 +17,6 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
-	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
@@ -50,9 +49,8 @@ func optedInPod(ns, name, cpu, memory string) *corev1.Pod {
 // and with the webhook down opted-in pods are refused.
 func TestPodProfiles(t *testing.T) {
 	ctx := context.Background()
-	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, NoScheduler: true})
 	const ns = "profiles"
-	framework.CreateNamespace(t, c, ns)
+	c := apiOnlyCluster(t, ns)
 	if _, err := c.Client.CoreV1().Namespaces().Patch(ctx, ns, "application/merge-patch+json",
 		[]byte(`{"metadata":{"labels":{"team":"data"}}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)

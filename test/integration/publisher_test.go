@@ -11,7 +11,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
@@ -52,30 +51,13 @@ func expectedUsagePolicy(allocCPU, allocMem int64, margin float64, cpuMilli, mem
 
 func TestPublisher(t *testing.T) {
 	ctx := context.Background()
-	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second, AuditPolicy: framework.NodeWritesAuditPolicy})
+	// Node 1 is later in pool "tight". Node 2's reclaimed pod, granted 1 core /
+	// 1 GiB and using 900m / 768 MiB, must not count against the node (usage
+	// beyond its grant would: kubelet caps it there).
+	c, nodes := usedNodes{nodePrefix: "pub", grantCPU: "1000", grantMem: "1Gi", useCPU: "900m", useMem: "768Mi"}.
+		start(t, cluster.Options{MetricResolution: 10 * time.Second, AuditPolicy: framework.NodeWritesAuditPolicy})
 	framework.CreateNamespace(t, c, "kube-reclaim")
-	spec := cluster.NodeSpec{NamePrefix: "pub", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
-	nodes := framework.AddReadyNodes(t, c, 3, spec, time.Minute)
-	const allocCPU, allocMem = 16000, 64 << 30
-
-	// node 0: a regular pod using 2 cores / 4 GiB.
-	// node 1: a regular pod using 6 cores / 1 GiB (later in pool "tight").
-	// node 2: a reclaimed pod granted 1 core / 1 GiB using 900m / 768 MiB, and a regular
-	//         pod using 1 core / 1 GiB: the reclaimed pod's usage must not count against
-	//         the node (usage beyond its grant would: kubelet caps it there).
-	regular := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-	reclaimedReq := corev1.ResourceList{names.CPU: resource.MustParse("1000"), names.Memory: resource.MustParse("1Gi")}
-	framework.CreatePod(t, c, podSpec("default", "reg-0", nodes[0], regular, nil))
-	framework.CreatePod(t, c, podSpec("default", "reg-1", nodes[1], regular, nil))
-	framework.CreatePod(t, c, podSpec("default", "rec-2", nodes[2], nil, reclaimedReq))
-	framework.CreatePod(t, c, podSpec("default", "reg-2", nodes[2], regular, nil))
-	for _, u := range []struct{ pod, cpu, mem string }{
-		{"reg-0", "2", "4Gi"}, {"reg-1", "6", "1Gi"}, {"rec-2", "900m", "768Mi"}, {"reg-2", "1", "1Gi"},
-	} {
-		if err := c.SetPodUsage(ctx, "default", u.pod, u.cpu, u.mem); err != nil {
-			t.Fatal(err)
-		}
-	}
+	const allocCPU, allocMem = usedNodeCPU, usedNodeMem
 	cfgDir := t.TempDir()
 	cfgFile := filepath.Join(cfgDir, "policy.yaml")
 	if err := os.WriteFile(cfgFile, []byte(pubPolicy), 0o644); err != nil {
@@ -91,7 +73,7 @@ func TestPublisher(t *testing.T) {
 
 	type want struct{ cpu, mem int64 }
 	expect := map[string]want{}
-	for i, usage := range [][2]int64{{2000, 4 << 30}, {6000, 1 << 30}, {1000, 1 << 30}} {
+	for i, usage := range regularUsage {
 		cpu, mem := expectedUsagePolicy(allocCPU, allocMem, 0.35, usage[0], usage[1])
 		expect[nodes[i]] = want{cpu, mem}
 	}

@@ -120,10 +120,10 @@ func floorSurvivesKubeletRestart(t *testing.T, c *cluster.Cluster, rn *cluster.R
 	// too), the status must stay at the floor through kubelet's own writes.
 	overCreated := false
 	rep := framework.ExpectAbsence(t, framework.Absence{
-		// kubelet re-admits within seconds of its start (2 s measured); the
-		// window covers its stop, start and that with room to spare.
-		// A look is three API reads: on a loaded machine one took over a
-		// second, twice the 500ms this looked every. What the window
+		// kubelet re-admits within seconds of its start; the window covers
+		// its stop, start and that with room to spare.
+		// A look is three API reads, which on a loaded machine can take
+		// longer than half a second. What the window
 		// forbids (a rejected or restarted pod, status off the floor in a
 		// stored version) lasts, so a look a second sees it.
 		Window: window, Every: time.Second,

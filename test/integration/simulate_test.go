@@ -15,11 +15,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/kubectlreclaim"
@@ -69,28 +67,14 @@ const (
 // reader's requests are checked in the apiserver's audit log: reads only.
 func TestKubectlReclaimSimulate(t *testing.T) {
 	ctx := context.Background()
-	c := cluster.StartForTest(t, cluster.Options{MetricResolution: 10 * time.Second, AuditPolicy: simAuditPolicy})
-	spec := cluster.NodeSpec{NamePrefix: "sim", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}
-	nodes := framework.AddReadyNodes(t, c, 3, spec, time.Minute)
-	const allocCPU, allocMem = 16000, 64 << 30
-
-	// node 0: a regular pod using 2 cores / 4 GiB; node 1: 6 cores / 1 GiB;
-	// node 2: a reclaimed pod granted and using 3 cores / 2 GiB (not regular
-	// work: its usage counts up to its grant) and a regular pod using 1 core
-	// / 1 GiB.
-	regular := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}
-	reclaimedReq := corev1.ResourceList{names.CPU: resource.MustParse("3000"), names.Memory: resource.MustParse("2Gi")}
-	framework.CreatePod(t, c, podSpec("default", "sim-reg-0", nodes[0], regular, nil))
-	framework.CreatePod(t, c, podSpec("default", "sim-reg-1", nodes[1], regular, nil))
-	framework.CreatePod(t, c, podSpec("default", "sim-rec-2", nodes[2], nil, reclaimedReq))
-	framework.CreatePod(t, c, podSpec("default", "sim-reg-2", nodes[2], regular, nil))
-	usage := map[string][2]int64{nodes[0]: {2000, 4 << 30}, nodes[1]: {6000, 1 << 30}, nodes[2]: {1000, 1 << 30}}
-	for _, u := range []struct{ pod, cpu, mem string }{
-		{"sim-reg-0", "2", "4Gi"}, {"sim-reg-1", "6", "1Gi"}, {"sim-rec-2", "3", "2Gi"}, {"sim-reg-2", "1", "1Gi"},
-	} {
-		if err := c.SetPodUsage(ctx, "default", u.pod, u.cpu, u.mem); err != nil {
-			t.Fatal(err)
-		}
+	// Node 2's reclaimed pod is granted and uses 3 cores / 2 GiB (not regular
+	// work: its usage counts up to its grant).
+	c, nodes := usedNodes{nodePrefix: "sim", podPrefix: "sim-", grantCPU: "3000", grantMem: "2Gi", useCPU: "3", useMem: "2Gi"}.
+		start(t, cluster.Options{MetricResolution: 10 * time.Second, AuditPolicy: simAuditPolicy})
+	const allocCPU, allocMem = usedNodeCPU, usedNodeMem
+	usage := map[string][2]int64{}
+	for i, n := range nodes {
+		usage[n] = regularUsage[i]
 	}
 	reader, readerConfig := readOnlyUser(t, c)
 
@@ -422,23 +406,7 @@ func readOnlyUser(t *testing.T, c *cluster.Cluster) (kubernetes.Interface, strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["local"] = &clientcmdapi.Cluster{Server: c.RESTConfig().Host, CertificateAuthorityData: c.CA().CertPEM}
-	kc.AuthInfos["reader"] = &clientcmdapi.AuthInfo{ClientCertificateData: kp.CertPEM, ClientKeyData: kp.KeyPEM}
-	kc.Contexts["local"] = &clientcmdapi.Context{Cluster: "local", AuthInfo: "reader"}
-	kc.CurrentContext = "local"
-	path := filepath.Join(t.TempDir(), "reader.kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	client, err := kubernetes.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	path, client := kubeconfigAs(t, c, "reader", &clientcmdapi.AuthInfo{ClientCertificateData: kp.CertPEM, ClientKeyData: kp.KeyPEM})
 	// RBAC reaches the authorizer through an informer.
 	if _, ok := framework.Poll(30*time.Second, 200*time.Millisecond, func() bool {
 		_, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{Limit: 1})

@@ -6,7 +6,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -18,8 +17,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/kube-reclaim/kube-reclaim/deploy"
@@ -259,28 +256,10 @@ func applyWebhookRBAC(t *testing.T, c *cluster.Cluster) {
 // ServiceAccount ns/name, as a pod running under it would authenticate.
 func serviceAccountKubeconfig(t *testing.T, c *cluster.Cluster, ns, name string) string {
 	t.Helper()
-	cfg, err := clientcmd.LoadFromFile(c.Kubeconfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, a := range cfg.AuthInfos {
-		a.Impersonate = "system:serviceaccount:" + ns + ":" + name
-		a.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
-	}
-	path := filepath.Join(t.TempDir(), "kubeconfig-"+name)
-	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
-		t.Fatal(err)
-	}
+	path, cs := kubeconfigAs(t, c, name, c.Impersonating("system:serviceaccount:"+ns+":"+name,
+		"system:serviceaccounts", "system:serviceaccounts:"+ns, "system:authenticated"))
 	// Positive control: the impersonated identity is refused what the RBAC
 	// does not grant.
-	rc, err := clientcmd.BuildConfigFromFlags("", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cs, err := kubernetes.NewForConfig(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := cs.CoreV1().Secrets(ns).List(context.Background(), metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 		t.Fatalf("the webhook's ServiceAccount may list secrets (err %v)", err)
 	}

@@ -11,7 +11,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/kube-reclaim/kube-reclaim/internal/app"
+	"github.com/kube-reclaim/kube-reclaim/cmd/kube-reclaim/app"
 )
 
 // Env names the loopback address of the profiler.

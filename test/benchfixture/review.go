@@ -1,4 +1,9 @@
-package webhook
+// Package benchfixture holds the inputs and yardsticks of the webhook and
+// extender benchmarks and of the load command (hack/bench): a realistic
+// kubelet heartbeat review, the do-nothing baseline handler the webhook is
+// measured against, and a ResponseWriter that costs nothing. Only tests and
+// hack/ import it; the product packages keep nothing that only benchmarks use.
+package benchfixture
 
 import (
 	"encoding/json"
@@ -142,7 +147,7 @@ func RealisticNode(names reclaimable.Names, now time.Time, needsPatch bool) *cor
 // RealisticReview returns the bytes of an admission.k8s.io/v1 AdmissionReview
 // of a kubelet heartbeat (UPDATE nodes/status) of RealisticNode: object and
 // oldObject (the stored node, heartbeat 10 s earlier), about 33 KB. It is the
-// input of BenchmarkHandler and of the load command.
+// input of the webhook benchmarks and of the load command.
 func RealisticReview(names reclaimable.Names, now time.Time, needsPatch bool) []byte {
 	obj := RealisticNode(names, now, needsPatch)
 	old := obj.DeepCopy()
@@ -158,7 +163,7 @@ func RealisticReview(names reclaimable.Names, now time.Time, needsPatch bool) []
 		panic(err)
 	}
 	review := admissionv1.AdmissionReview{
-		TypeMeta: metav1.TypeMeta{APIVersion: admissionV1, Kind: "AdmissionReview"},
+		TypeMeta: metav1.TypeMeta{APIVersion: "admission.k8s.io/v1", Kind: "AdmissionReview"},
 		Request: &admissionv1.AdmissionRequest{
 			UID:                SampleReviewUID,
 			Kind:               metav1.GroupVersionKind{Version: "v1", Kind: "Node"},
