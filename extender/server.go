@@ -21,7 +21,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -78,7 +77,7 @@ const (
 
 func newServer(names reclaimable.Names, strategy string, c *nodeCache, pods podSource, client kubernetes.Interface, synced func() bool, m *metrics) *server {
 	return &server{names: names, strategy: strategy, cache: c, pods: pods, client: client, synced: synced,
-		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names), argsJSON: newArgsJSON(c),
+		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names), argsJSON: newArgsJSON(c, pods),
 		filtered:       newFilteredPods(filteredPodsKept, filteredNodesKept),
 		schedulerNames: map[string]bool{SchedulerName: true}}
 }
@@ -130,6 +129,10 @@ type request struct {
 	passed   []string
 	failed   extenderv1.FailedNodesMap
 	priority extenderv1.HostPriorityList
+	// podRaw holds the body's pod while podDecoder looks it up; rec is the
+	// informer's record the call is answered for, when it found one.
+	podRaw []byte
+	rec    *podRecord
 }
 
 // Bounds of what a pooled request keeps: a call of the largest clusters
@@ -155,7 +158,7 @@ func getRequest() *request {
 }
 
 func putRequest(rq *request) {
-	if rq.body.Cap() > maxPooledBytes || cap(rq.out) > maxPooledBytes || max(cap(rq.names), cap(rq.entries), cap(rq.states),
+	if max(rq.body.Cap(), cap(rq.out), cap(rq.podRaw)) > maxPooledBytes || max(cap(rq.names), cap(rq.entries), cap(rq.states),
 		cap(rq.passed), cap(rq.priority), len(rq.failed)) > maxPooledNames {
 		return // do not pin the memory of an unusually large request
 	}
@@ -166,6 +169,7 @@ func putRequest(rq *request) {
 	clear(rq.passed[:cap(rq.passed)])
 	clear(rq.failed) // a cleared map keeps its buckets: bounded by its len above
 	rq.unknown = 0
+	rq.rec = nil
 	clear(rq.priority[:cap(rq.priority)])
 	select {
 	case requests <- rq:
@@ -259,7 +263,7 @@ func decodeArgs(api jsoniter.API, c *nodeCache, body []byte, rq *request) (*exte
 	var names []string
 	if rq != nil {
 		names = rq.names
-		rq.entries, rq.unknown = rq.entries[:0], 0
+		rq.entries, rq.unknown, rq.rec = rq.entries[:0], 0, nil
 	}
 	// nodeNamesDecoder replaces this pointer when NodeNames is present.
 	absent := &names
@@ -272,9 +276,12 @@ func decodeArgs(api jsoniter.API, c *nodeCache, body []byte, rq *request) (*exte
 				typeErr.Struct = "ExtenderArgs" // the error words it as the scheduler's type
 			}
 			if rq != nil {
-				rq.entries, rq.unknown = rq.entries[:0], 0
+				rq.entries, rq.unknown, rq.rec = rq.entries[:0], 0, nil
 			}
 			return nil, err
+		}
+		if rq != nil {
+			rq.rec = nil // encoding/json decoded the pod
 		}
 		args = &extenderv1.ExtenderArgs{Pod: fb.Pod, Nodes: fb.Nodes}
 		if fb.NodeNames.present {
@@ -284,7 +291,7 @@ func decodeArgs(api jsoniter.API, c *nodeCache, body []byte, rq *request) (*exte
 		args.NodeNames = nil
 	}
 	switch {
-	case args.Pod == nil:
+	case args.Pod == nil && (rq == nil || rq.rec == nil):
 		return nil, errNoPod
 	case args.NodeNames == nil && args.Nodes != nil && len(args.Nodes.Items) > 0:
 		return nil, errNodesGiven
@@ -293,8 +300,10 @@ func decodeArgs(api jsoniter.API, c *nodeCache, body []byte, rq *request) (*exte
 }
 
 // serveArgs decodes and checks a filter or prioritize request, then answers
-// with what respond returns.
-func (s *server) serveArgs(verb string, respond func(args *extenderv1.ExtenderArgs, rq *request) any) http.HandlerFunc {
+// with what respond returns for the call's node names and pod: the
+// informer's record of the pod when the body names the object it holds
+// (see podDecoder), else a record made from the body's pod.
+func (s *server) serveArgs(verb string, respond func(names []string, pod *podRecord, rq *request) any) http.HandlerFunc {
 	nodesPerCall := s.metrics.nodesPerCall.WithLabelValues(verb)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready(w) {
@@ -317,11 +326,15 @@ func (s *server) serveArgs(verb string, respond func(args *extenderv1.ExtenderAr
 		case err != nil:
 			malformed(w, verb, "ExtenderArgs", rq.body.Bytes(), err)
 		default:
+			pod := rq.rec
+			if pod == nil {
+				pod = newPodRecord(s.names, args.Pod)
+			}
 			nodesPerCall.Observe(float64(len(nodeNames(args)) + rq.unknown))
 			if rq.unknown > 0 {
-				s.unknownNodes(verb, args.Pod, rq.unknown)
+				s.unknownNodes(verb, pod, rq.unknown)
 			}
-			writeJSON(w, rq, respond(args, rq))
+			writeJSON(w, rq, respond(nodeNames(args), pod, rq))
 		}
 	}
 }
@@ -344,11 +357,11 @@ func (s *server) nodeStates(names []string, rq *request) []nodeState {
 // cache does not hold. They are not listed in the answer: kube-scheduler
 // treats a node its extender does not pass as filtered out, and scores it
 // 0 in prioritize.
-func (s *server) unknownNodes(verb string, pod *corev1.Pod, n int) {
+func (s *server) unknownNodes(verb string, pod *podRecord, n int) {
 	if verb == "filter" {
 		s.metrics.filtered[rUnknownNode].Add(float64(n))
 	}
-	logrus.WithFields(logrus.Fields{"verb": verb, "pod": pod.Namespace + "/" + pod.Name, "unknownNodes": n}).
+	logrus.WithFields(logrus.Fields{"verb": verb, "pod": pod.namespace + "/" + pod.name, "unknownNodes": n}).
 		Info("node names the extender's cache does not hold were left out of the answer (the scheduler's view is ahead of the node informer, or the caller is not kube-scheduler)")
 }
 
@@ -363,9 +376,8 @@ func nodeNames(args *extenderv1.ExtenderArgs) []string {
 // order, and for every other node the cache holds exactly what is short.
 // Names the cache does not hold are left out (see nameSink). NodeNames and
 // FailedNodes are never null: the answer always lists the outcome.
-func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
-	names := nodeNames(args)
-	req, mismatch := s.names.PodRequest(args.Pod)
+func (s *server) filter(names []string, pod *podRecord, rq *request) any {
+	req, mismatch := pod.req, pod.mismatch
 	res := &extenderv1.ExtenderFilterResult{NodeNames: &[]string{}, FailedNodes: extenderv1.FailedNodesMap{}}
 	switch {
 	case len(names) == 0:
@@ -384,7 +396,7 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 		res.NodeNames = &names
 		return res
 	}
-	if msg := s.notEnforced(args.Pod); msg != "" {
+	if msg := s.notEnforced(pod); msg != "" {
 		// Unresolvable too: preempting other pods cannot add limits.
 		res.FailedAndUnresolvableNodes = make(extenderv1.FailedNodesMap, len(names))
 		for _, n := range names {
@@ -394,7 +406,7 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 		counts[rNotEnforced] = len(names)
 		s.metrics.countFiltered(&counts)
 		s.metrics.notEnforced.WithLabelValues("filter").Inc()
-		logrus.WithFields(logrus.Fields{"pod": args.Pod.Namespace + "/" + args.Pod.Name}).Debug("filter refused a pod that is not enforced: " + msg)
+		logrus.WithFields(logrus.Fields{"pod": pod.namespace + "/" + pod.name}).Debug("filter refused a pod that is not enforced: " + msg)
 		return res
 	}
 	states := s.nodeStates(names, rq)
@@ -419,20 +431,17 @@ func (s *server) filter(args *extenderv1.ExtenderArgs, rq *request) any {
 	rq.passed = passed
 	res.NodeNames = &passed
 	s.metrics.countFiltered(&counts)
-	s.filtered.add(newPodRecord(s.names, args.Pod), passed, s.cache.now())
+	s.filtered.add(pod, passed, s.cache.now())
 	return res
 }
 
 // notEnforced returns why a reclaimed pod is refused under
 // --require-enforced, or "" when it is not refused.
-func (s *server) notEnforced(pod *corev1.Pod) string {
+func (s *server) notEnforced(pod *podRecord) string {
 	if !s.requireEnforced {
 		return ""
 	}
-	if err := enforcement.Enforced(&pod.Spec, s.names); err != nil {
-		return notEnforcedMessage(err)
-	}
-	return ""
+	return pod.unenforced
 }
 
 // prioritize answers a prioritize call: every node the cache holds scored
@@ -441,9 +450,8 @@ func (s *server) notEnforced(pod *corev1.Pod) string {
 // spread favours the most room left, binpack the least. Nodes without room
 // score 0; a pod asking no reclaimed resource (or whose requests differ from
 // its limits) scores 0 everywhere (neutral).
-func (s *server) prioritize(args *extenderv1.ExtenderArgs, rq *request) any {
-	names := nodeNames(args)
-	req, mismatch := s.names.PodRequest(args.Pod)
+func (s *server) prioritize(names []string, pod *podRecord, rq *request) any {
+	req, mismatch := pod.req, pod.mismatch
 	var states []nodeState
 	if !mismatch && !req.IsZero() && len(names) > 0 {
 		states = s.nodeStates(names, rq)

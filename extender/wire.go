@@ -6,6 +6,8 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
+	"unicode/utf8"
 	"unsafe"
 
 	jsoniter "github.com/json-iterator/go"
@@ -22,6 +24,9 @@ import (
 //     own copy of a known name instead of a new string per name and call
 //     (the scheduler sends the same names on every call), and keeps the
 //     node's cache entry for the verb, which then needs no second lookup.
+//   - Decoding: ExtenderArgs.Pod is read by podDecoder, which answers for
+//     the informer's record of the pod when the body names the very
+//     object the informer holds, instead of decoding the whole pod.
 //   - Encoding: map keys (FailedNodes) are not sorted, and <, > and & are
 //     not escaped. kube-scheduler reads the answer into a map, so the order
 //     carries nothing, and sorting thousands of keys was most of an answer's
@@ -34,33 +39,185 @@ var argsConfig = jsoniter.Config{EscapeHTML: true, SortMapKeys: true, ValidateJs
 var answerJSON = jsoniter.Config{ValidateJsonRawMessage: true}.Froze()
 
 // plainArgsJSON decodes ExtenderArgs without a cache to intern names from
-// (parseArgs, the fuzz target's entry).
-var plainArgsJSON = newArgsJSON(nil)
+// and without pod records (parseArgs, the fuzz target's entry).
+var plainArgsJSON = newArgsJSON(nil, nil)
 
 // newArgsJSON returns a decoder of ExtenderArgs whose NodeNames are interned
-// from c's node names (none when c is nil). Each server has its own: the
-// decoder is bound to its cache.
-func newArgsJSON(c *nodeCache) jsoniter.API {
+// from c's node names (none when c is nil) and whose Pod is answered from
+// pods' records when it can be (never when pods is nil). Each server has
+// its own: the decoder is bound to its cache and informer.
+func newArgsJSON(c *nodeCache, pods podSource) jsoniter.API {
 	api := argsConfig.Froze()
-	api.RegisterExtension(&nodeNamesExtension{dec: &nodeNamesDecoder{cache: c}})
+	api.RegisterExtension(&argsExtension{names: &nodeNamesDecoder{cache: c}, pods: pods, api: api})
 	return api
 }
 
 var argsType = reflect.TypeFor[extenderv1.ExtenderArgs]()
 
-// nodeNamesExtension puts nodeNamesDecoder on ExtenderArgs.NodeNames.
-type nodeNamesExtension struct {
+// argsExtension puts nodeNamesDecoder on ExtenderArgs.NodeNames and
+// podDecoder on ExtenderArgs.Pod.
+type argsExtension struct {
 	jsoniter.DummyExtension
-	dec *nodeNamesDecoder
+	names *nodeNamesDecoder
+	pods  podSource
+	api   jsoniter.API
 }
 
-func (e *nodeNamesExtension) UpdateStructDescriptor(sd *jsoniter.StructDescriptor) {
+func (e *argsExtension) UpdateStructDescriptor(sd *jsoniter.StructDescriptor) {
 	if sd.Type.Type1() != argsType {
 		return
 	}
 	if b := sd.GetField("NodeNames"); b != nil {
-		b.Decoder = e.dec
+		b.Decoder = e.names
 	}
+	if b := sd.GetField("Pod"); b != nil && e.pods != nil {
+		b.Decoder = &podDecoder{full: b.Decoder, pods: e.pods, api: e.api}
+	}
+}
+
+// podDecoder decodes ExtenderArgs.Pod (a *corev1.Pod field). kube-scheduler
+// sends the whole pod, managedFields included, on every filter call, and
+// decoding it was the largest part of the verbs' own work, while the verbs
+// read nothing of it that the pod informer's record does not hold already.
+// So when the body's pod names, by namespace, name, UID and
+// resourceVersion, the object the informer holds, the call is answered for
+// that record (request.rec) and the rest of the pod is skipped: one
+// resourceVersion is one stored object, so what the body says beyond its
+// metadata is what the record was made from. Any other pod (one the
+// informer has not seen yet, another version, metadata written in a way
+// podMeta does not read) is decoded in full, as it always was.
+//
+// The iterator's Attachment must be the call's *request; without one the
+// pod is decoded in full.
+type podDecoder struct {
+	full jsoniter.ValDecoder
+	pods podSource
+	api  jsoniter.API
+}
+
+func (d *podDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
+	rq, _ := iter.Attachment.(*request)
+	switch {
+	case rq != nil && rq.rec != nil:
+		// A second Pod after one answered from its record: encoding/json
+		// would merge the two, which only a full decode can do.
+		iter.ReportError("decode Pod", "Pod repeated")
+		return
+	case rq == nil || *(**corev1.Pod)(ptr) != nil || iter.WhatIsNext() != jsoniter.ObjectValue:
+		d.full.Decode(ptr, iter)
+		return
+	}
+	if rq.podRaw == nil {
+		rq.podRaw = make([]byte, 0, 4<<10) // json-iterator captures only into a non-nil slice
+	}
+	rq.podRaw = iter.SkipAndAppendBytes(rq.podRaw[:0])
+	if iter.Error != nil {
+		return
+	}
+	if rec := d.stored(rq.podRaw); rec != nil {
+		rq.rec = rec
+		return
+	}
+	sub := d.api.BorrowIterator(rq.podRaw)
+	defer d.api.ReturnIterator(sub)
+	d.full.Decode(ptr, sub)
+	if sub.Error != nil && !errors.Is(sub.Error, io.EOF) {
+		iter.ReportError("decode Pod", sub.Error.Error())
+	}
+}
+
+// stored returns the informer's record of the pod in raw when raw's
+// metadata names it exactly, nil otherwise.
+func (d *podDecoder) stored(raw []byte) *podRecord {
+	iter := d.api.BorrowIterator(raw)
+	defer d.api.ReturnIterator(iter)
+	m, ok := readPodMeta(iter)
+	if !ok || m.uid == "" || m.resourceVersion == "" {
+		return nil
+	}
+	rec, found := d.pods.pod(m.namespace, m.name)
+	if !found || string(rec.uid) != m.uid || rec.resourceVersion != m.resourceVersion {
+		return nil
+	}
+	return rec
+}
+
+// podMeta is what podDecoder compares with a record.
+type podMeta struct {
+	namespace, name, uid, resourceVersion string
+}
+
+// readPodMeta reads metadata.namespace, name, uid and resourceVersion of
+// the pod object at iter, skipping everything else. ok is false when the
+// object holds a key that encoding/json would match to one of these (or
+// to metadata) but is not written exactly so (other case, non-ASCII
+// letters that fold to ASCII), or a value that is not a string: such a pod
+// is decoded in full, and encoding/json's reading decides.
+func readPodMeta(iter *jsoniter.Iterator) (m podMeta, ok bool) {
+	ok = true
+	iter.ReadObjectCB(func(iter *jsoniter.Iterator, key string) bool {
+		switch exactKey(key, "metadata") {
+		case keyOther:
+			iter.Skip()
+			return true
+		case keyAmbiguous:
+			ok = false
+			return false
+		}
+		return iter.ReadObjectCB(func(iter *jsoniter.Iterator, key string) bool {
+			var dst *string
+			for _, f := range [...]struct {
+				name string
+				dst  *string
+			}{{"namespace", &m.namespace}, {"name", &m.name}, {"uid", &m.uid}, {"resourceVersion", &m.resourceVersion}} {
+				switch exactKey(key, f.name) {
+				case keyExact:
+					dst = f.dst
+				case keyAmbiguous:
+					ok = false
+					return false
+				}
+			}
+			if dst == nil {
+				iter.Skip()
+				return true
+			}
+			if iter.WhatIsNext() != jsoniter.StringValue {
+				ok = false
+				return false
+			}
+			*dst = iter.ReadString()
+			return true
+		})
+	})
+	return m, ok && iter.Error == nil
+}
+
+type keyMatch uint8
+
+const (
+	keyOther keyMatch = iota
+	keyExact
+	keyAmbiguous
+)
+
+// exactKey tells whether key is want exactly, another key, or one that
+// encoding/json's case-insensitive matching may take for want: the same
+// letters in another case, or any key with a non-ASCII byte (encoding/json
+// folds some, such as U+017F to s and U+212A to k).
+func exactKey(key, want string) keyMatch {
+	switch {
+	case key == want:
+		return keyExact
+	case strings.EqualFold(key, want):
+		return keyAmbiguous
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] >= utf8.RuneSelf {
+			return keyAmbiguous
+		}
+	}
+	return keyOther
 }
 
 // nodeNamesDecoder decodes a JSON array of strings (or null) into a
