@@ -106,6 +106,20 @@ func TestExtenderAttacks(t *testing.T) {
 				t.Fatalf("forged filter of %s: %d %s", name, code, body)
 			}
 		}
+		// claimReclaimed makes a forged pod ask reclaimed resources, name
+		// this extender's scheduler when scheduler is set, and claim another
+		// resourceVersion than the stored one when otherVersion is set.
+		claimReclaimed := func(scheduler, otherVersion bool) func(*corev1.Pod) {
+			return func(p *corev1.Pod) {
+				p.Spec.Containers = reclaimedPod("attack", p.Name, "attack", 1000, gib).Spec.Containers
+				if scheduler {
+					p.Spec.SchedulerName = extender.SchedulerName
+				}
+				if otherVersion {
+					p.ResourceVersion += "0"
+				}
+			}
+		}
 		attacks := []struct {
 			name, pod string
 			forge     func()
@@ -117,19 +131,20 @@ func TestExtenderAttacks(t *testing.T) {
 			{name: "a reclaimed pod of the right scheduler on a node its filter never passed", pod: "never-filtered", reason: "not-filtered"},
 			{name: "a pod of another scheduler after a forged filter of it", pod: "foreign-reclaimed", reason: "other-scheduler",
 				forge: func() { forgeFilter("foreign-reclaimed", nil) }},
-			{name: "a pod of another scheduler after a forged filter claiming the right one and reclaimed requests", pod: "victim", reason: "other-scheduler",
-				forge: func() {
-					forgeFilter("victim", func(p *corev1.Pod) {
-						q := reclaimedPod("attack", p.Name, "attack", 1000, gib)
-						p.Spec.SchedulerName, p.Spec.Containers = extender.SchedulerName, q.Spec.Containers
-					})
-				}},
-			{name: "a pod of the right scheduler asking nothing reclaimed after a forged filter claiming it does", pod: "plain-managed", reason: "no-reclaimed-request",
-				forge: func() {
-					forgeFilter("plain-managed", func(p *corev1.Pod) {
-						p.Spec.Containers = reclaimedPod("attack", p.Name, "attack", 1000, gib).Spec.Containers
-					})
-				}},
+			// A forged filter naming the stored version of the pod is answered
+			// for the extender's informer record of it: what it claims is
+			// ignored, and the record asks nothing reclaimed, so the filter
+			// records nothing for bind.
+			{name: "a pod of another scheduler after a forged filter of its stored version claiming the right one and reclaimed requests", pod: "victim", reason: "not-filtered",
+				forge: func() { forgeFilter("victim", claimReclaimed(true, false)) }},
+			{name: "a pod of the right scheduler asking nothing reclaimed after a forged filter of its stored version claiming it does", pod: "plain-managed", reason: "not-filtered",
+				forge: func() { forgeFilter("plain-managed", claimReclaimed(false, false)) }},
+			// Claiming another version, the forged pod is decoded from the
+			// body; bind then checks the pod as the informer holds it.
+			{name: "a pod of another scheduler after a forged filter of another version claiming the right one and reclaimed requests", pod: "victim", reason: "other-scheduler",
+				forge: func() { forgeFilter("victim", claimReclaimed(true, true)) }},
+			{name: "a pod of the right scheduler asking nothing reclaimed after a forged filter of another version claiming it does", pod: "plain-managed", reason: "no-reclaimed-request",
+				forge: func() { forgeFilter("plain-managed", claimReclaimed(false, true)) }},
 			{name: "a bind naming no pod UID", pod: "never-filtered", reason: "no-pod-uid", uid: func() string { return "" }},
 		}
 		// bindAttack posts a forged bind and returns its answer's Error.

@@ -608,15 +608,24 @@ func valuesProblem(v framework.NodeView) string {
 	return ""
 }
 
+// lookFailed fails the observation, unless the look was cut short by the
+// observer's own stop: a look the window's end interrupts found nothing.
+func (o *installObserver) lookFailed(ctx context.Context, err error) {
+	if ctx.Err() != nil {
+		return
+	}
+	o.fail("look: " + err.Error())
+}
+
 func (o *installObserver) look(ctx context.Context) {
 	pods, err := framework.Pods(ctx, o.c, metav1.NamespaceAll)
 	if err != nil {
-		o.fail("look: " + err.Error())
+		o.lookFailed(ctx, err)
 		return
 	}
 	views, err := framework.Views(ctx, o.c, nil, reclaimable.DefaultStaleAfter)
 	if err != nil {
-		o.fail("look: " + err.Error())
+		o.lookFailed(ctx, err)
 		return
 	}
 	elapsed := time.Since(o.start)
