@@ -13,13 +13,19 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
-// storedPodCluster: node "n" with 2000m / 4Gi of room and a pending pod
-// "stored" at resourceVersion 7 asking 1000m / 1Gi, as the pod informer
+// storedPodFixture: node "n" with 2000m / 4Gi of room and a pending pod
+// "stored" at resourceVersion 7 asking 1000m / 1Gi, once the pod informer
 // holds it.
-func storedPodCluster() (*corev1.Pod, []runtime.Object) {
+func storedPodFixture(t *testing.T) (*fixture, *corev1.Pod) {
+	t.Helper()
 	p := pod("stored", "", 1000, gi)
 	p.ResourceVersion = "7"
-	return p, []runtime.Object{node("n", 2000, 4*gi, time.Minute), p}
+	f := newFixture(t, fixtureOpts{}, []runtime.Object{node("n", 2000, 4*gi, time.Minute), p}...)
+	f.eventually("the stored pod in the informer", func() bool {
+		rec, ok := f.ext.server.pods.pod(p.Namespace, p.Name)
+		return ok && rec.resourceVersion == "7"
+	})
+	return f, p
 }
 
 // bodyWithPod is a filter body for node "n" whose pod has the metadata
@@ -32,12 +38,7 @@ func bodyWithPod(t *testing.T, meta string) string {
 const storedMeta = `"namespace":"batch","name":"stored","uid":"uid-stored","resourceVersion":"7"`
 
 func TestFilterAnswersForTheInformersRecordOnlyWhenTheBodyNamesTheObjectItHolds(t *testing.T) {
-	stored, objs := storedPodCluster()
-	f := newFixture(t, fixtureOpts{}, objs...)
-	f.eventually("the stored pod in the informer", func() bool {
-		rec, ok := f.ext.server.pods.pod(stored.Namespace, stored.Name)
-		return ok && rec.resourceVersion == "7"
-	})
+	f, _ := storedPodFixture(t)
 	const short = "reclaimed-cpu: need 3000m, free 2000m"
 	tests := []struct {
 		name string
@@ -89,12 +90,7 @@ func specOnly(t *testing.T) string {
 }
 
 func TestAPodAnsweredFromItsRecordIsBoundOntoTheNodeItsFilterPassed(t *testing.T) {
-	stored, objs := storedPodCluster()
-	f := newFixture(t, fixtureOpts{}, objs...)
-	f.eventually("the stored pod in the informer", func() bool {
-		rec, ok := f.ext.server.pods.pod(stored.Namespace, stored.Name)
-		return ok && rec.resourceVersion == "7"
-	})
+	f, stored := storedPodFixture(t)
 	// Without a filter call, bind refuses: the positive control of the
 	// record the filter call leaves.
 	if res := f.bindOnly(stored, "n"); res.Error == "" {

@@ -163,34 +163,22 @@ func (r *NodeReport) policy() string {
 
 // Sort keys of --sort-by. name sorts ascending; every other key sorts
 // largest first (like kubectl top), ties by name, rows without the value last.
-var nodeSortKeys = sortKeys[NodeReport]{
-	"room-cpu":    func(r *NodeReport) (int64, bool) { return r.Room.CPUMilli, true },
-	"room-memory": func(r *NodeReport) (int64, bool) { return r.Room.MemoryBytes, true },
-	"held-cpu":    func(r *NodeReport) (int64, bool) { return r.Held.CPUMilli, true },
-	"held-memory": func(r *NodeReport) (int64, bool) { return r.Held.MemoryBytes, true },
-	"free-cpu":    func(r *NodeReport) (int64, bool) { return r.Free.CPUMilli, true },
-	"free-memory": func(r *NodeReport) (int64, bool) { return r.Free.MemoryBytes, true },
-	"pods":        func(r *NodeReport) (int64, bool) { return int64(r.ReclaimedPods), true },
-	"usage-cpu": func(r *NodeReport) (int64, bool) {
-		if r.Usage == nil {
-			return 0, false
-		}
-		return r.Usage.CPUMilli, true
+var nodeSortKeys = joinKeys(
+	resourceKeys("room", func(r *NodeReport) *reclaimable.Resources { return &r.Room }),
+	resourceKeys("held", func(r *NodeReport) *reclaimable.Resources { return &r.Held }),
+	resourceKeys("free", func(r *NodeReport) *reclaimable.Resources { return &r.Free }),
+	resourceKeys("usage", func(r *NodeReport) *reclaimable.Resources { return r.Usage }),
+	sortKeys[NodeReport]{
+		"pods": func(r *NodeReport) (int64, bool) { return int64(r.ReclaimedPods), true },
+		// age: oldest annotation first.
+		"age": func(r *NodeReport) (int64, bool) {
+			if r.Annotation == nil {
+				return 0, false
+			}
+			return -r.Annotation.WriteTime.UnixNano(), true
+		},
 	},
-	"usage-memory": func(r *NodeReport) (int64, bool) {
-		if r.Usage == nil {
-			return 0, false
-		}
-		return r.Usage.MemoryBytes, true
-	},
-	// age: oldest annotation first.
-	"age": func(r *NodeReport) (int64, bool) {
-		if r.Annotation == nil {
-			return 0, false
-		}
-		return -r.Annotation.WriteTime.UnixNano(), true
-	},
-}
+)
 
 // nodeColumns are the columns of `kubectl reclaim nodes`; -o wide adds
 // those of priority 1: the annotated values, the reclaimed resources in

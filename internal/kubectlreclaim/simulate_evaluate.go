@@ -87,45 +87,15 @@ func summarize(items []SimulatedNode, result func(*SimulatedNode) *SimulatedResu
 }
 
 // Sort keys of simulate --sort-by, like those of nodes.
-var simulateSortKeys = sortKeys[SimulatedNode]{
-	"reclaimable-cpu":    func(n *SimulatedNode) (int64, bool) { return n.Reclaimable.CPUMilli, true },
-	"reclaimable-memory": func(n *SimulatedNode) (int64, bool) { return n.Reclaimable.MemoryBytes, true },
-	"allocatable-cpu":    func(n *SimulatedNode) (int64, bool) { return n.Allocatable.CPUMilli, true },
-	"allocatable-memory": func(n *SimulatedNode) (int64, bool) { return n.Allocatable.MemoryBytes, true },
-	"usage-cpu": func(n *SimulatedNode) (int64, bool) {
-		if n.RegularUsage == nil {
-			return 0, false
-		}
-		return n.RegularUsage.CPUMilli, true
-	},
-	"usage-memory": func(n *SimulatedNode) (int64, bool) {
-		if n.RegularUsage == nil {
-			return 0, false
-		}
-		return n.RegularUsage.MemoryBytes, true
-	},
-	"difference-cpu": func(n *SimulatedNode) (int64, bool) {
-		if n.Difference == nil {
-			return 0, false
-		}
-		return n.Difference.CPUMilli, true
-	},
-	"difference-memory": func(n *SimulatedNode) (int64, bool) {
-		if n.Difference == nil {
-			return 0, false
-		}
-		return n.Difference.MemoryBytes, true
-	},
-	"change-cpu": func(n *SimulatedNode) (int64, bool) {
+var simulateSortKeys = joinKeys(
+	resourceKeys("reclaimable", func(n *SimulatedNode) *reclaimable.Resources { return &n.Reclaimable }),
+	resourceKeys("allocatable", func(n *SimulatedNode) *reclaimable.Resources { return &n.Allocatable }),
+	resourceKeys("usage", func(n *SimulatedNode) *reclaimable.Resources { return n.RegularUsage }),
+	resourceKeys("difference", func(n *SimulatedNode) *reclaimable.Resources { return n.Difference }),
+	resourceKeys("change", func(n *SimulatedNode) *reclaimable.Resources {
 		if n.Compare == nil {
-			return 0, false
+			return nil
 		}
-		return n.Compare.Change.CPUMilli, true
-	},
-	"change-memory": func(n *SimulatedNode) (int64, bool) {
-		if n.Compare == nil {
-			return 0, false
-		}
-		return n.Compare.Change.MemoryBytes, true
-	},
-}
+		return n.Compare.Change
+	}),
+)
