@@ -79,7 +79,7 @@ func runAll(ctx context.Context, cfg allConfig, out io.Writer) error {
 	if cfg.quick {
 		cfg.webhook.stepDuration = time.Second
 		cfg.webhook.cpuReviews = 500
-		cfg.sched.nodes, cfg.sched.pods, cfg.sched.warmup = 100, 200, 20
+		cfg.sched.nodes, cfg.sched.pods, cfg.sched.warmup, cfg.sched.rounds = 100, 200, 20, 1
 		cfg.schedRuns = 1
 		cfg.rss.nodes, cfg.rss.observe = 500, 30*time.Second
 		cfg.scale.nodes, cfg.scale.observe = 100, 30*time.Second

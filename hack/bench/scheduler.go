@@ -20,6 +20,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/procfs"
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -46,6 +47,7 @@ type schedulerConfig struct {
 	heartbeat                    time.Duration
 	phaseTimeout                 time.Duration
 	reclaimedFirst               bool
+	rounds                       int
 	profileDir                   string
 }
 
@@ -53,12 +55,13 @@ func (c *schedulerConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.nodes, "nodes", 1000, "kwok nodes")
 	fs.IntVar(&c.pods, "pods", 1000, "pods timed per kind (reclaimed, native)")
 	fs.IntVar(&c.workers, "workers", 50, "concurrent pod creators")
-	fs.IntVar(&c.warmup, "warmup", 50, "pods of each kind scheduled and deleted before the timed phases")
+	fs.IntVar(&c.warmup, "warmup", 1000, "pods of each kind scheduled and deleted before the timed phases: as many as a timed phase, so that the processes' caches and heaps have grown to their size before the first timed phase")
 	fs.IntVar(&c.extenderQPS, "extender-qps", 500, "the extender's --kube-api-qps (burst twice that); 500 is what test/cluster gives kube-scheduler, the deployed default is 50")
 	fs.Int64Var(&c.cpuMilli, "cpu", 100, "CPU per pod in millicores (reclaimed-cpu or cpu)")
 	fs.Int64Var(&c.memBytes, "memory", 128<<20, "memory per pod in bytes (reclaimed-memory or memory)")
 	fs.DurationVar(&c.heartbeat, "heartbeat", 5*time.Minute, "kwok node status write interval: 5m is when a kubelet with node Leases posts an unchanged status; 10s writes as often as it computes one, a background that took most of this machine's two cores")
 	fs.DurationVar(&c.phaseTimeout, "phase-timeout", 2*time.Minute, "give up waiting for a phase's pods to be bound after this")
+	fs.IntVar(&c.rounds, "abba-rounds", 2, "A B B A rounds per run: the machine's speed varies from one 10-s phase to the next by more than what the extender adds, so each kind is timed 2×rounds times")
 	fs.BoolVar(&c.reclaimedFirst, "reclaimed-first", false, "time the phases reclaimed, native, native, reclaimed instead of native, reclaimed, reclaimed, native")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "if set, write kube-scheduler's CPU profile (the first 4s) and execution trace (the next 2s) of each timed phase there, and the extender's CPU profile (the first 8s; the extender then runs as hack/bench/pprofwrap, the same code with a profiler on loopback)")
 }
@@ -93,7 +96,16 @@ type phaseResult struct {
 	// cores, so what a pod costs the machine in all is what bounds the
 	// rate.
 	CPUPerPodMs map[string]float64 `json:"cpuPerPodMs,omitempty"`
-	Note        string             `json:"note,omitempty"`
+	// APIPerPod: kube-apiserver's requests (by verb, resource and
+	// subresource) and watch events sent (by resource) during the phase, per
+	// pod bound; what the API server is asked to do for a pod of the kind.
+	APIPerPod map[string]float64 `json:"apiPerPod,omitempty"`
+	// IdleCores and StealCores: the machine's idle (iowait included) and
+	// stolen CPU during the phase, in cores. A phase that left cores idle
+	// was not bound by CPU; steal is time the hypervisor gave elsewhere.
+	IdleCores  float64 `json:"idleCores"`
+	StealCores float64 `json:"stealCores"`
+	Note       string  `json:"note,omitempty"`
 }
 
 type schedulerResult struct {
@@ -103,8 +115,8 @@ type schedulerResult struct {
 	ExtenderQPS int `json:"extenderQps"`
 	// PercentageOfNodesToScore is the reclaimed pods' profile's.
 	PercentageOfNodesToScore int32 `json:"percentageOfNodesToScore"`
-	// Native and Reclaimed merge the two timed phases of each kind
-	// (mergePhases); Phases are the four in the order they ran.
+	// Native and Reclaimed merge the timed phases of each kind
+	// (mergePhases); Phases are all of them in the order they ran.
 	Native    phaseResult   `json:"native"`
 	Reclaimed phaseResult   `json:"reclaimed"`
 	Phases    []phaseResult `json:"phases"`
@@ -270,15 +282,25 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 			}
 		}
 		b.step("warm-up done: %d pods of each kind scheduled and deleted", cfg.warmup)
+		// The deletions' aftermath (watch events to every process) must not
+		// count as background.
+		if err := sleep(ctx, warmupSettle); err != nil {
+			return nil, err
+		}
 	}
 	res := &schedulerResult{Nodes: cfg.nodes, Pods: cfg.pods, Workers: cfg.workers, ExtenderQPS: cfg.extenderQPS, PercentageOfNodesToScore: extender.PercentageOfNodesToScore}
-	// Each kind is timed twice, in the order A B B A: the first timed phase
-	// of a run was the slow one whichever kind it was (docs/benchmarks.md,
-	// P2), so a single phase each measured the order as much as the
-	// extender. A B B A cancels a drift that is linear in time.
-	order := []bool{false, true, true, false}
+	// Each kind is timed in rounds of A B B A: the first timed phase of a
+	// run was the slow one whichever kind it was (docs/benchmarks.md, P2),
+	// so a single phase each measured the order as much as the extender.
+	// A B B A cancels a drift that is linear in time, and more rounds
+	// average the phase-to-phase swings of the machine's speed.
+	abba := []bool{false, true, true, false}
 	if cfg.reclaimedFirst {
-		order = []bool{true, false, false, true}
+		abba = []bool{true, false, false, true}
+	}
+	var order []bool
+	for range max(cfg.rounds, 1) {
+		order = append(order, abba...)
 	}
 	var phases [2][]phaseResult // by kind: native, reclaimed
 	metricsURL := metricsTarget{url: fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort), token: stack.AdminToken(c)}
@@ -293,7 +315,8 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	for i, reclaimed := range order {
 		before, _ := scrape(ctx, metricsURL)
 		algoBefore, _ := b.algorithmTime(ctx)
-		cpuBefore, phaseStart := b.processCPU(), time.Now()
+		apiBefore, apiErr := b.apiCounts(ctx)
+		cpuBefore, machineBefore, phaseStart := b.processCPU(), readMachineCPU(), time.Now()
 		profiled := b.profileScheduler(ctx, reclaimed)
 		// Fresh names per phase: kwok deletes a pod by name, with no UID
 		// precondition, when it sees the pod's deletion, and on a loaded
@@ -304,6 +327,10 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 			return nil, err
 		}
 		p.CPUPerPodMs = cpuPerPod(cpuBefore, b.processCPU(), res.BackgroundCores, time.Since(phaseStart), p.Bound)
+		p.IdleCores, p.StealCores = readMachineCPU().since(machineBefore, time.Since(phaseStart))
+		if apiAfter, err := b.apiCounts(ctx); err == nil && apiErr == nil {
+			p.APIPerPod = perPod(apiBefore, apiAfter, p.Bound)
+		}
 		if after, err := scrape(ctx, metricsURL); err == nil && reclaimed {
 			p.ExtenderMeanMs = meanDelta(verbTimes(before, extenderDurationMetric, "route"), verbTimes(after, extenderDurationMetric, "route"), 1000)
 			p.NodesPerCall = meanDelta(verbTimes(before, nodesPerCallMetric, "verb"), verbTimes(after, nodesPerCallMetric, "verb"), 1)
@@ -317,7 +344,7 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		if err := profiled(); err != nil {
 			b.step("kube-scheduler not profiled: %v", err)
 		}
-		b.step("%s: %d/%d bound in %.2fs (creates took %.2fs): %.1f pods/s", p.Kind, p.Bound, p.Pods, p.Seconds, p.CreateSeconds, p.PodsPerSecond)
+		b.step("%s: %d/%d bound in %.2fs (creates took %.2fs): %.1f pods/s; %s", p.Kind, p.Bound, p.Pods, p.Seconds, p.CreateSeconds, p.PodsPerSecond, b.rssLine())
 		res.Phases = append(res.Phases, p)
 		if reclaimed {
 			phases[1] = append(phases[1], p)
@@ -326,6 +353,9 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		}
 		if i < len(order)-1 {
 			if err := b.deleteAll(ctx); err != nil {
+				return nil, err
+			}
+			if err := b.settle(ctx, res.BackgroundCores["all"]); err != nil {
 				return nil, err
 			}
 		}
@@ -352,7 +382,7 @@ func mergePhases(ps []phaseResult) phaseResult {
 		dst *map[string]float64
 		w   float64
 	}
-	means := []*mean{{dst: &m.ExtenderMeanMs}, {dst: &m.NodesPerCall}, {dst: &m.CPUPerPodMs}}
+	means := []*mean{{dst: &m.ExtenderMeanMs}, {dst: &m.NodesPerCall}, {dst: &m.CPUPerPodMs}, {dst: &m.APIPerPod}}
 	var algoW float64
 	var notes []string
 	for _, p := range ps {
@@ -366,7 +396,7 @@ func mergePhases(ps []phaseResult) phaseResult {
 			m.AlgorithmMeanMs += p.AlgorithmMeanMs * w
 			algoW += w
 		}
-		for i, src := range []map[string]float64{p.ExtenderMeanMs, p.NodesPerCall, p.CPUPerPodMs} {
+		for i, src := range []map[string]float64{p.ExtenderMeanMs, p.NodesPerCall, p.CPUPerPodMs, p.APIPerPod} {
 			if len(src) == 0 {
 				continue
 			}
@@ -401,16 +431,21 @@ func mergePhases(ps []phaseResult) phaseResult {
 }
 
 func printScheduler(out io.Writer, r *schedulerResult) {
-	fmt.Fprintf(out, "\n%-14s %6s %6s %10s %10s %8s %10s %10s\n", "kind", "pods", "bound", "creates s", "total s", "pods/s", "p50 ms", "p99 ms")
-	row := func(label string, p phaseResult) {
-		fmt.Fprintf(out, "%-14s %6d %6d %10.2f %10.2f %8.1f %10.0f %10.0f\n", label, p.Pods, p.Bound, p.CreateSeconds, p.Seconds, p.PodsPerSecond, p.BindP50ms, p.BindP99ms)
+	fmt.Fprintf(out, "\n%-14s %6s %6s %10s %10s %8s %10s %10s %6s %6s\n", "kind", "pods", "bound", "creates s", "total s", "pods/s", "p50 ms", "p99 ms", "idle", "steal")
+	row := func(label string, p phaseResult, machine bool) {
+		fmt.Fprintf(out, "%-14s %6d %6d %10.2f %10.2f %8.1f %10.0f %10.0f", label, p.Pods, p.Bound, p.CreateSeconds, p.Seconds, p.PodsPerSecond, p.BindP50ms, p.BindP99ms)
+		if machine {
+			fmt.Fprintf(out, " %6.2f %6.2f", p.IdleCores, p.StealCores)
+		}
+		fmt.Fprintln(out)
 	}
 	for i, p := range r.Phases {
-		row(fmt.Sprintf("%d. %s", i+1, p.Kind), p)
+		row(fmt.Sprintf("%d. %s", i+1, p.Kind), p, true)
 	}
 	for _, p := range []phaseResult{r.Reclaimed, r.Native} {
-		row(p.Kind+" (both)", p)
+		row(p.Kind+" (both)", p, false)
 	}
+	fmt.Fprintln(out, "idle and steal: the machine's idle and stolen CPU during the phase, in cores")
 	fmt.Fprintf(out, "ratio reclaimed/native: %.2f (goal %s); %d nodes, extender --kube-api-qps=%d\n", r.Ratio, goals.SchedulingRatio, r.Nodes, r.ExtenderQPS)
 	fmt.Fprintf(out, "kube-scheduler mean scheduling algorithm time per pod (the serial part of its cycle): reclaimed %.2f ms, native %.2f ms\n",
 		r.Reclaimed.AlgorithmMeanMs, r.Native.AlgorithmMeanMs)
@@ -426,6 +461,18 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 		names := slices.Sorted(maps.Keys(r.Reclaimed.CPUPerPodMs))
 		for _, name := range names {
 			fmt.Fprintf(out, "%-24s %10.2f %10.2f %10.2f\n", name, r.Reclaimed.CPUPerPodMs[name], r.Native.CPUPerPodMs[name], r.BackgroundCores[name])
+		}
+	}
+	if len(r.Reclaimed.APIPerPod) > 0 && len(r.Native.APIPerPod) > 0 {
+		fmt.Fprintf(out, "kube-apiserver requests and watch events sent per pod bound:\n%-40s %10s %10s\n", "request or event", "reclaimed", "native")
+		keys := slices.Sorted(maps.Keys(r.Reclaimed.APIPerPod))
+		for k := range r.Native.APIPerPod {
+			if _, ok := r.Reclaimed.APIPerPod[k]; !ok {
+				keys = append(keys, k)
+			}
+		}
+		for _, k := range keys {
+			fmt.Fprintf(out, "%-40s %10.2f %10.2f\n", k, r.Reclaimed.APIPerPod[k], r.Native.APIPerPod[k])
 		}
 	}
 	for _, p := range []phaseResult{r.Reclaimed, r.Native} {
@@ -474,6 +521,23 @@ func (b *schedBench) profileScheduler(ctx context.Context, reclaimed bool) func(
 	return g.Wait
 }
 
+// rssLine lists each process's resident memory, to tell a process that
+// grows from one phase to the next.
+func (b *schedBench) rssLine() string {
+	var parts []string
+	for _, name := range []string{cluster.APIServer, cluster.Etcd, cluster.Scheduler, stack.Extender, cluster.Kwok} {
+		if p := b.c.Process(name); p != nil {
+			if st, err := readProcStats(p.PID()); err == nil {
+				parts = append(parts, fmt.Sprintf("%s %.0f", name, st.RSSMB))
+			}
+		}
+	}
+	if st, err := readProcStats(os.Getpid()); err == nil {
+		parts = append(parts, fmt.Sprintf("bench %.0f", st.RSSMB))
+	}
+	return "RSS MB: " + strings.Join(parts, ", ")
+}
+
 // benchProcess names this process in CPUPerPodMs.
 const benchProcess = "bench (pod creators)"
 
@@ -495,8 +559,72 @@ func (b *schedBench) processCPU() map[string]time.Duration {
 	return out
 }
 
+// machineCPU is the machine's idle (iowait included) and stolen CPU time so
+// far, from /proc/stat; zero where it cannot be read.
+type machineCPU struct{ idle, steal float64 }
+
+func readMachineCPU() machineCPU {
+	fs, err := procfs.NewDefaultFS()
+	if err != nil {
+		return machineCPU{}
+	}
+	st, err := fs.Stat()
+	if err != nil {
+		return machineCPU{}
+	}
+	return machineCPU{idle: st.CPUTotal.Idle + st.CPUTotal.Iowait, steal: st.CPUTotal.Steal}
+}
+
+// since returns the idle and stolen cores between before and m, over d.
+func (m machineCPU) since(before machineCPU, d time.Duration) (idle, steal float64) {
+	return (m.idle - before.idle) / d.Seconds(), (m.steal - before.steal) / d.Seconds()
+}
+
 // backgroundWindow is how long the processes' background use is measured.
 const backgroundWindow = 10 * time.Second
+
+const (
+	// warmupSettle is the pause between the warm-up's deletions and the
+	// background's measurement.
+	warmupSettle = 5 * time.Second
+	// settleMargin and settleMax: before a timed phase, the machine's CPU
+	// use must have come back to within settleMargin cores of the
+	// background over one second, or settleMax passed. Without it a phase
+	// paid for the previous phase's deletions, which every process is
+	// still watching when the last pod is gone from the API.
+	settleMargin = 0.2
+	settleMax    = 20 * time.Second
+)
+
+// settle waits until the processes' CPU use over one second is within
+// settleMargin cores of background (or settleMax passed), and says how
+// long that took.
+func (b *schedBench) settle(ctx context.Context, background float64) error {
+	start := time.Now()
+	var rate float64
+	for time.Since(start) < settleMax {
+		before, t0 := b.processCPU(), time.Now()
+		if err := sleep(ctx, time.Second); err != nil {
+			return err
+		}
+		rate = cpuRate(before, b.processCPU(), time.Since(t0))["all"]
+		if rate <= background+settleMargin {
+			b.step("settled after the deletions in %.0fs (%.2f cores, background %.2f)", time.Since(start).Seconds(), rate, background)
+			return nil
+		}
+	}
+	b.step("not settled after %s (%.2f cores, background %.2f); timing anyway", settleMax, rate, background)
+	return nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(d):
+		return nil
+	}
+}
 
 // cpuRate is each process's CPU time between before and after over d, in
 // cores, with their sum under "all". A process missing at either end is
@@ -830,6 +958,56 @@ func meanDelta(before, after map[string]verbTime, scale float64) map[string]floa
 		b := before[route]
 		if n := a.count - b.count; n > 0 {
 			out[route] = (a.sum - b.sum) / n * scale
+		}
+	}
+	return out
+}
+
+// apiCounts reads kube-apiserver's request counts by verb, resource and
+// subresource ("POST pods/binding"), and its watch events sent by resource
+// ("watch event pods").
+func (b *schedBench) apiCounts(ctx context.Context) (map[string]float64, error) {
+	body, err := b.client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	families, err := parseExposition(bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]float64{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		l := labelMap(m)
+		key := l["verb"] + " " + l["resource"]
+		if l["subresource"] != "" {
+			key += "/" + l["subresource"]
+		}
+		out[key] += m.GetCounter().GetValue()
+	}
+	for _, m := range families["apiserver_watch_events_total"].GetMetric() {
+		out["watch event "+labelMap(m)["resource"]] += m.GetCounter().GetValue()
+	}
+	return out, nil
+}
+
+func labelMap(m *dto.Metric) map[string]string {
+	l := make(map[string]string, len(m.GetLabel()))
+	for _, p := range m.GetLabel() {
+		l[p.GetName()] = p.GetValue()
+	}
+	return l
+}
+
+// perPod returns after - before per pod, leaving out what is under 0.05
+// per pod (the background of leases and heartbeats).
+func perPod(before, after map[string]float64, pods int) map[string]float64 {
+	out := map[string]float64{}
+	if pods == 0 {
+		return out
+	}
+	for k, a := range after {
+		if v := (a - before[k]) / float64(pods); v >= 0.05 {
+			out[k] = v
 		}
 	}
 	return out

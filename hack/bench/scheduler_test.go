@@ -117,6 +117,18 @@ func TestCPUPerPodIsEachProcessesTimeBeyondItsBackgroundPerPod(t *testing.T) {
 	}
 }
 
+func TestPerPodLeavesOutTheBackgroundBelowOneRequestInTwenty(t *testing.T) {
+	before := map[string]float64{"POST pods": 10, "PUT leases": 100, "watch event pods": 0}
+	after := map[string]float64{"POST pods": 1010, "PUT leases": 140, "watch event pods": 15000, "GET nodes": 1}
+	got := perPod(before, after, 1000)
+	if want := map[string]float64{"POST pods": 1, "watch event pods": 15}; !maps.EqualFunc(got, want, near) {
+		t.Errorf("perPod = %v, want %v (under 0.05 per pod left out)", got, want)
+	}
+	if got := perPod(before, after, 0); len(got) != 0 {
+		t.Errorf("no pod bound: %v, want nothing", got)
+	}
+}
+
 func near(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
 
 func TestByVerbListsOnlyTheVerbsCalledInCallOrder(t *testing.T) {
@@ -141,9 +153,11 @@ func TestByVerbListsOnlyTheVerbsCalledInCallOrder(t *testing.T) {
 
 func TestMergePhasesRatesBothPhasesTogether(t *testing.T) {
 	a := phaseResult{Kind: "reclaimed", Pods: 1000, Bound: 1000, CreateSeconds: 8, Seconds: 10, BindP50ms: 100, BindP99ms: 900,
-		AlgorithmMeanMs: 4, CPUPerPodMs: map[string]float64{"all": 6}, ExtenderMeanMs: map[string]float64{"filter": 0.5}}
+		AlgorithmMeanMs: 4, CPUPerPodMs: map[string]float64{"all": 6}, ExtenderMeanMs: map[string]float64{"filter": 0.5},
+		APIPerPod: map[string]float64{"POST pods": 1}}
 	b := phaseResult{Kind: "reclaimed", Pods: 1000, Bound: 500, CreateSeconds: 12, Seconds: 15, BindP50ms: 300, BindP99ms: 700,
-		AlgorithmMeanMs: 7, CPUPerPodMs: map[string]float64{"all": 9}, Note: "only 500 of 1000 pods bound"}
+		AlgorithmMeanMs: 7, CPUPerPodMs: map[string]float64{"all": 9}, Note: "only 500 of 1000 pods bound",
+		APIPerPod: map[string]float64{"POST pods": 2.5}}
 	m := mergePhases([]phaseResult{a, b})
 	// 1500 pods over 25 s; means weighted 1000:500.
 	want := phaseResult{Kind: "reclaimed", Pods: 2000, Bound: 1500, CreateSeconds: 20, Seconds: 25, PodsPerSecond: 60,
@@ -154,8 +168,8 @@ func TestMergePhasesRatesBothPhasesTogether(t *testing.T) {
 		t.Errorf("merged %+v, want %+v", m, want)
 	}
 	// The extender's mean comes from the one phase that measured it.
-	if math.Abs(m.CPUPerPodMs["all"]-7) > 1e-9 || m.ExtenderMeanMs["filter"] != 0.5 {
-		t.Errorf("weighted means: cpu %v, extender %v; want all 7, filter 0.5", m.CPUPerPodMs, m.ExtenderMeanMs)
+	if math.Abs(m.CPUPerPodMs["all"]-7) > 1e-9 || m.ExtenderMeanMs["filter"] != 0.5 || !near(m.APIPerPod["POST pods"], 1.5) {
+		t.Errorf("weighted means: cpu %v, extender %v, API %v; want all 7, filter 0.5, POST pods 1.5", m.CPUPerPodMs, m.ExtenderMeanMs, m.APIPerPod)
 	}
 	if z := mergePhases(nil); z.Pods != 0 || z.Kind != "" || z.CPUPerPodMs != nil {
 		t.Errorf("no phase merges to the zero result, got %+v", z)
