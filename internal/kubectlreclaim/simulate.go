@@ -23,6 +23,21 @@ import (
 type loadedPolicy struct {
 	cfg    *policy.Config
 	source string
+	// warnings are what loading said of a file that still loaded (an
+	// unversioned one, for example), printed before the report.
+	warnings []string
+}
+
+// warn prints the warnings of each policy loaded, as the publisher logs them.
+func (s *SimulateOptions) warn(ps ...*loadedPolicy) {
+	for _, p := range ps {
+		if p == nil {
+			continue
+		}
+		for _, w := range p.warnings {
+			fmt.Fprintf(s.Streams.ErrOut, "Warning: policy from %s: %s\n", p.source, w)
+		}
+	}
 }
 
 // Run reads the policies, samples usage, evaluates every node and prints.
@@ -43,6 +58,7 @@ func (s *SimulateOptions) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	s.warn(&main, cmp)
 	if c.Metrics == nil {
 		return errors.New("metrics.k8s.io: no client could be built for it; simulate needs metrics-server (kubectl top nodes must work)")
 	}
@@ -188,11 +204,11 @@ func policyFromFile(path string) (loadedPolicy, error) {
 	if err != nil {
 		return loadedPolicy{}, fmt.Errorf("reading policy file: %w", err)
 	}
-	cfg, _, err := policyfile.Parse(data)
+	cfg, warnings, err := policyfile.Parse(data)
 	if err != nil {
 		return loadedPolicy{}, fmt.Errorf("policy file %s: %w", path, err)
 	}
-	return loadedPolicy{cfg: cfg, source: "file " + path}, nil
+	return loadedPolicy{cfg: cfg, source: "file " + path, warnings: warnings}, nil
 }
 
 // policyFromCluster reads the installed policy; no ConfigMap means the
@@ -210,11 +226,11 @@ func (s *SimulateOptions) policyFromCluster(ctx context.Context, c Clients) (loa
 	if !ok {
 		return loadedPolicy{}, fmt.Errorf("--from-cluster: ConfigMap %s has no key %s", s.ConfigMap, policyConfigMapKey)
 	}
-	cfg, _, err := policyfile.Parse([]byte(data))
+	cfg, warnings, err := policyfile.Parse([]byte(data))
 	if err != nil {
 		return loadedPolicy{}, fmt.Errorf("--from-cluster: the policy in ConfigMap %s is invalid (the publisher keeps its last good policy): %w", s.ConfigMap, err)
 	}
-	return loadedPolicy{cfg: cfg, source: "ConfigMap " + s.ConfigMap}, nil
+	return loadedPolicy{cfg: cfg, source: "ConfigMap " + s.ConfigMap, warnings: warnings}, nil
 }
 
 // nodes reads the named node, or the nodes the selector matches.

@@ -80,6 +80,7 @@ func (s *SimulateOptions) runHistory(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.warn(&lp)
 		main, mainName = lp.cfg.Default, s.PolicyFile
 	}
 	contenders := []replay.Contender{{Name: mainName, Settings: &main}}
@@ -88,6 +89,7 @@ func (s *SimulateOptions) runHistory(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		s.warn(&lp)
 		cmp := lp.cfg.Default
 		contenders = append(contenders, replay.Contender{Name: s.CompareFile, Settings: &cmp})
 	}

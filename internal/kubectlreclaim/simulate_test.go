@@ -24,6 +24,7 @@ import (
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -439,5 +440,53 @@ func TestSimulationReportDeepCopySharesNothing(t *testing.T) {
 	}
 	if p := shared(reflect.ValueOf(&r), reflect.ValueOf(c), ""); p != "" {
 		t.Errorf("the copy shares %s with the original", p)
+	}
+}
+
+func TestSimulateWarnsOfAnUnversionedPolicyAndNamesWhereItCameFrom(t *testing.T) {
+	const (
+		unversioned = "default:\n  policy: request\n"
+		versioned   = "apiVersion: kube-reclaim.io/v1alpha1\nkind: ReclaimPolicy\ndefault:\n  policy: request\n"
+	)
+	w := simWorld{objects: []runtime.Object{simNode("n1", nil)}, usage: map[string][2]string{"n1": {"2", "1Gi"}}}
+	old, current := writePolicy(t, unversioned), writePolicy(t, versioned)
+	installed := func(body string) simWorld {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-reclaim", Name: "kube-reclaim-policy"},
+			Data: map[string]string{"policy.yaml": body}}
+		return simWorld{objects: append([]runtime.Object{cm}, w.objects...), usage: w.usage}
+	}
+	for _, tc := range []struct {
+		name string
+		w    simWorld
+		args []string
+		// from names the source the warning must name; "" for no warning.
+		from string
+	}{
+		{"an unversioned file", w, []string{"-f", old}, "file " + old},
+		{"a versioned file", w, []string{"-f", current}, ""},
+		{"an unversioned file to compare with", w, []string{"-f", current, "--compare", old}, "file " + old},
+		{"an unversioned installed policy", installed(unversioned), []string{"--from-cluster"}, "ConfigMap kube-reclaim/kube-reclaim-policy"},
+		{"a versioned installed policy", installed(versioned), []string{"--from-cluster"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := simulate(t, tc.w, append(tc.args, "-o", "json")...)
+			if r.err != nil {
+				t.Fatalf("simulate: %v", r.err)
+			}
+			var rep SimulationReport
+			if err := json.Unmarshal([]byte(r.out), &rep); err != nil {
+				t.Fatalf("not JSON: %v\n%s", err, r.out)
+			}
+			warned := strings.Contains(r.errOut, policyfile.UnversionedWarning)
+			switch {
+			case tc.from == "" && warned:
+				t.Errorf("warned of a versioned policy:\n%s", r.errOut)
+			case tc.from != "" && !strings.Contains(r.errOut, "Warning: policy from "+tc.from+": "+policyfile.UnversionedWarning):
+				t.Errorf("no warning naming %s:\n%s", tc.from, r.errOut)
+			}
+			if len(rep.Items) != 1 || rep.Items[0].Policy != "request" {
+				t.Errorf("the file's policy was not used: %+v", rep.Items)
+			}
+		})
 	}
 }

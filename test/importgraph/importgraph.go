@@ -19,6 +19,20 @@ func Imports(t testing.TB, pkg string) []string {
 	return goList(t, `{{join .Imports " "}}`, pkg)
 }
 
+// ImportsWithTests maps every package matching pattern to what it and its
+// tests (internal and external) import directly.
+func ImportsWithTests(t testing.TB, pattern string) map[string][]string {
+	t.Helper()
+	lines := goListLines(t, `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, pattern)
+	m := make(map[string][]string, len(lines))
+	for _, line := range lines {
+		if f := strings.Fields(line); len(f) > 0 {
+			m[f[0]] = f[1:]
+		}
+	}
+	return m
+}
+
 // Deps returns the packages pkg depends on, directly or not, as the go
 // command resolves them for this platform; pkg itself is left out.
 func Deps(t testing.TB, pkg string) []string {
@@ -47,10 +61,16 @@ func ModuleDeps(t testing.TB, pkg string) []string {
 // goList runs go list -f format args... and returns the words it prints.
 func goList(t testing.TB, format string, args ...string) []string {
 	t.Helper()
+	return strings.Fields(strings.Join(goListLines(t, format, args...), "\n"))
+}
+
+// goListLines runs go list -f format args... and returns its lines.
+func goListLines(t testing.TB, format string, args ...string) []string {
+	t.Helper()
 	// go test puts its own go command first on PATH.
 	out, err := exec.CommandContext(t.Context(), "go", append([]string{"list", "-f", format}, args...)...).Output()
 	if err != nil {
 		t.Fatalf("go list %v: %v", args, err)
 	}
-	return strings.Fields(string(out))
+	return strings.Split(strings.TrimSpace(string(out)), "\n")
 }

@@ -2,16 +2,15 @@ package app
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/docgen"
+	"github.com/kube-reclaim/kube-reclaim/test/importgraph"
 )
 
-const module = "github.com/kube-reclaim/kube-reclaim/"
+const module = importgraph.Module + "/"
 
 // rolePackages are the packages of the roles; only this package (and the
 // tests and tools above it) may assemble them.
@@ -46,7 +45,7 @@ func TestEveryRoleIsASubcommand(t *testing.T) {
 // would be a second place assembling the roles (as internal/app and
 // internal/docgen each did), and the roles could no longer import it.
 func TestNoInternalPackageImportsARole(t *testing.T) {
-	imports := goListImports(t, "../../../internal/...")
+	imports := importgraph.ImportsWithTests(t, "../../../internal/...")
 	if len(imports) < 10 {
 		t.Fatalf("go list found only %d packages under internal/", len(imports))
 	}
@@ -58,28 +57,10 @@ func TestNoInternalPackageImportsARole(t *testing.T) {
 		}
 	}
 	// Positive control: the same listing sees this package's imports of the roles.
-	self := goListImports(t, ".")[module+"cmd/kube-reclaim/app"]
+	self := importgraph.ImportsWithTests(t, ".")[module+"cmd/kube-reclaim/app"]
 	for _, role := range rolePackages {
 		if !slices.Contains(self, role) {
 			t.Errorf("the listing does not see cmd/kube-reclaim/app import %s", role)
 		}
 	}
-}
-
-// goListImports maps every package matching pattern to what it and its
-// tests import directly.
-func goListImports(t *testing.T, pattern string) map[string][]string {
-	t.Helper()
-	// go test puts its own go command first on PATH.
-	out, err := exec.Command("go", "list", "-f", `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, pattern).Output()
-	if err != nil {
-		t.Fatalf("go list %s: %v", pattern, err)
-	}
-	m := map[string][]string{}
-	for line := range strings.Lines(string(out)) {
-		if f := strings.Fields(line); len(f) > 0 {
-			m[f[0]] = f[1:]
-		}
-	}
-	return m
 }
