@@ -105,7 +105,7 @@ func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
 func (f *fixture) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	f.t.Cleanup(cancel)
-	f.ext.informers.run(ctx)
+	f.ext.informers.run(ctx, new(sync.WaitGroup))
 	if !f.ext.waitForSync(ctx) {
 		f.t.Fatal("informers did not sync")
 	}

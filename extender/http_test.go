@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -91,7 +92,7 @@ func TestNotReadyUntilInformersSynced(t *testing.T) {
 	f.ext.registerReadiness(health)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	f.ext.informers.run(ctx)
+	f.ext.informers.run(ctx, new(sync.WaitGroup))
 
 	if failed := health.Ready(); len(failed) != 1 || !strings.Contains(failed[0], "informers not synced") {
 		t.Errorf("Ready() = %q, want the informers check failing", failed)

@@ -3,6 +3,7 @@ package extender
 import (
 	"context"
 	"fmt"
+	"sync"
 	"unique"
 
 	"github.com/sirupsen/logrus"
@@ -234,10 +235,10 @@ func withNode(obj interface{}, f func(*nodeRecord)) {
 
 func typeName(obj interface{}) string { return fmt.Sprintf("%T", obj) }
 
-// run starts both informers; they stop when ctx ends.
-func (i *informers) run(ctx context.Context) {
-	go i.nodes.RunWithContext(ctx)
-	go i.pods.RunWithContext(ctx)
+// run starts both informers in wg; they stop when ctx ends.
+func (i *informers) run(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Go(func() { i.nodes.RunWithContext(ctx) })
+	wg.Go(func() { i.pods.RunWithContext(ctx) })
 }
 
 func (i *informers) hasSynced() bool { return i.nodes.HasSynced() && i.pods.HasSynced() }

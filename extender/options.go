@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -201,11 +202,12 @@ func (e *core) registerReadiness(h *serving.Health) {
 	})
 }
 
-// start runs the informers, the lease tracker and the assumption expiry until ctx ends.
-func (e *core) start(ctx context.Context) {
-	e.informers.run(ctx)
-	go e.tracker.Run(ctx)
-	go e.cache.runExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.assumeTimeout/4)))
+// start runs the informers, the lease tracker and the assumption expiry in
+// wg until ctx ends.
+func (e *core) start(ctx context.Context, wg *sync.WaitGroup) {
+	e.informers.run(ctx, wg)
+	wg.Go(func() { e.tracker.Run(ctx) })
+	wg.Go(func() { e.cache.runExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.assumeTimeout/4))) })
 }
 
 // waitForSync blocks until the caches synced or ctx ended.
@@ -284,9 +286,13 @@ func New(o *Options) (*Extender, error) {
 // fail stops every part, with a graceful shutdown. It returns that failure,
 // or nil on a clean shutdown.
 func (e *Extender) Run(ctx context.Context) error {
+	// The informers and loops end with the group's context, which ends when
+	// the group does; Run returns once they have.
+	var background sync.WaitGroup
+	defer background.Wait()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return wrap("health and metrics servers", e.health.Serve(ctx, e.endpoints)) })
-	e.core.start(ctx)
+	e.core.start(ctx, &background)
 	if e.certs != nil {
 		g.Go(func() error { e.certs.Run(ctx, certReloadInterval); return nil })
 	}

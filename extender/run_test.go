@@ -12,6 +12,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving/servingtest"
+	"github.com/kube-reclaim/kube-reclaim/test/heldwatch"
 )
 
 // Run waits for every part: its return shows that the first failure (or
@@ -72,4 +73,21 @@ func TestRunStopsEveryPartOnTheFirstFailureOrShutdown(t *testing.T) {
 			ln.Close()
 		})
 	}
+}
+
+// Run returns only once its informers have stopped: a pod watch whose Stop
+// is held keeps Run from returning until it is released.
+func TestRunReturnsOnlyAfterItsInformersStopped(t *testing.T) {
+	f := newFixture(t, fixtureOpts{noStart: true})
+	held := heldwatch.New()
+	f.client.PrependWatchReactor("pods", held.Reactor(f.client.Tracker()))
+	o := NewOptions()
+	o.ListenAddress = servingtest.FreeAddr(t)
+	e := &Extender{opts: o, core: f.ext, health: serving.NewHealth(prometheus.NewRegistry()),
+		endpoints: serving.Endpoints{HealthAddress: servingtest.FreeAddr(t)}}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- e.Run(ctx) }()
+	held.CheckRunWaits(t, cancel, done)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -146,10 +147,14 @@ func (p *Publisher) Run(ctx context.Context) error {
 	p.recorder = broadcaster.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "kube-reclaim-publisher"})
 	p.evictor.SetRecorder(p.recorder)
 
+	// The informers end with the group's context, which ends when the
+	// group does; Run returns once they have.
+	var informers sync.WaitGroup
+	defer informers.Wait()
 	g, ctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return p.health.Serve(ctx, p.endpoints) })
 	g.Go(func() error { p.file.Run(ctx); return nil })
-	p.startInformers(ctx)
+	p.startInformers(ctx, &informers)
 	g.Go(func() error { return p.lead(ctx) })
 	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
 		return err
@@ -212,13 +217,13 @@ func newPublisher(o *Options, client kubernetes.Interface, mc metricsclient.Inte
 	return p
 }
 
-// startInformers starts the node informer and the pod reflector. Both are
+// startInformers starts the node informer and the pod reflector in wg. Both are
 // fed through compactlist, so they hold records (nodeRecord,
 // policyinput.Pod), and listing 150,000 pods never holds more than a page of
 // full Pods. Finished pods hold nothing (the policy skips them), and a
 // cluster keeps many: the apiserver leaves them out. Pods go to the
 // publisher's own store (podStore), nodes to the informer's.
-func (p *Publisher) startInformers(ctx context.Context) {
+func (p *Publisher) startInformers(ctx context.Context, wg *sync.WaitGroup) {
 	core := p.client.CoreV1()
 	podLW := compactlist.New(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -245,8 +250,8 @@ func (p *Publisher) startInformers(ctx context.Context) {
 	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &nodeRecord{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
 	p.nodes = nodeInf.GetIndexer()
 	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, p.pods.hasSynced}
-	go nodeInf.RunWithContext(ctx)
-	go pods.RunWithContext(ctx)
+	wg.Go(func() { nodeInf.RunWithContext(ctx) })
+	wg.Go(func() { pods.RunWithContext(ctx) })
 }
 
 // leaderElector builds the elector of --leader-elect-*; its identity is

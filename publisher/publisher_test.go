@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -92,7 +93,7 @@ func newTestPublisherWithRegistry(t *testing.T, ctx context.Context, o *Options,
 	}
 	client := fake.NewSimpleClientset(objs...)
 	p := newPublisher(o, client, mc, reg)
-	p.startInformers(ctx)
+	p.startInformers(ctx, new(sync.WaitGroup))
 	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
 		t.Fatal("informers not synced")
 	}

@@ -4,17 +4,23 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/internal/serving/servingtest"
+	"github.com/kube-reclaim/kube-reclaim/test/heldwatch"
 )
 
 // Run waits for every part: it can only return once the part that failed
@@ -27,7 +33,7 @@ func TestRunReturnsTheFirstFailureOnceEveryPartStopped(t *testing.T) {
 	}
 	defer busy.Close()
 	o := NewOptions()
-	o.Kubeconfig = unreachableKubeconfig(t)
+	o.Kubeconfig = servingtest.UnreachableKubeconfig(t)
 	o.HealthAddress, o.MetricsAddress = busy.Addr().String(), ""
 	o.LeaderElection.LeaderElect = false
 	if err := o.Validate(); err != nil {
@@ -105,19 +111,25 @@ func TestLeadEndsWithAnErrorOnlyWhenTheLeaseIsLost(t *testing.T) {
 	}
 }
 
-// unreachableKubeconfig points at a port nothing listens on.
-func unreachableKubeconfig(t *testing.T) string {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "kubeconfig")
-	const cfg = `apiVersion: v1
-kind: Config
-clusters: [{name: c, cluster: {server: "https://127.0.0.1:1", insecure-skip-tls-verify: true}}]
-users: [{name: u, user: {token: t}}]
-contexts: [{name: c, context: {cluster: c, user: u}}]
-current-context: c
-`
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+// Run returns only once its informers have stopped: a pod watch whose Stop
+// is held keeps Run from returning until it is released.
+func TestRunReturnsOnlyAfterItsInformersStopped(t *testing.T) {
+	o := NewOptions()
+	o.LeaderElection.LeaderElect = false
+	client := fake.NewClientset()
+	held := heldwatch.New()
+	client.PrependWatchReactor("pods", held.Reactor(client.Tracker()))
+	reg := prometheus.NewRegistry()
+	p := newPublisher(o, client, metricsfake.NewSimpleClientset(), reg)
+	file, err := policyfile.Load("", 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return path
+	p.file, p.health = file, serving.NewHealth(reg)
+	p.endpoints = serving.Endpoints{HealthAddress: servingtest.FreeAddr(t)}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	held.CheckRunWaits(t, cancel, done)
 }

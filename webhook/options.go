@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -298,9 +299,13 @@ func (w *Webhook) newCertificate() error {
 // It returns that failure, or nil on a clean shutdown.
 func (w *Webhook) Run(ctx context.Context) error {
 	o := w.opts
+	// The informers and the policy file's reloads end with the group's
+	// context, which ends when the group does; Run returns once they have.
+	var background sync.WaitGroup
+	defer background.Wait()
 	g, ctx := errgroup.WithContext(ctx)
 	if o.ConfigFile != "" {
-		w.handler.SetPodRewriter(startProfiles(ctx, w.client, w.names, w.file, w.reg, w.health))
+		w.handler.SetPodRewriter(startProfiles(ctx, &background, w.client, w.names, w.file, w.reg, w.health))
 	} else {
 		// No profiles: an opted-in pod is refused with a message saying so
 		// rather than created without the reclaimed resources it opted into.

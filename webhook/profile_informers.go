@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	schedulingv1 "k8s.io/api/scheduling/v1"
@@ -19,10 +20,10 @@ import (
 
 // startProfiles starts the namespace and PriorityClass informers the
 // profile rewriter reads on the request path (no API call per review), the
-// policy file watcher, and a readiness check that holds the replica out of
+// policy file watcher (those in wg), and a readiness check that holds the replica out of
 // the Service until the informers have synced: a review answered before
 // would refuse every opted-in pod for an unknown namespace.
-func startProfiles(ctx context.Context, client kubernetes.Interface, names reclaimable.Names, file *policyfile.File,
+func startProfiles(ctx context.Context, wg *sync.WaitGroup, client kubernetes.Interface, names reclaimable.Names, file *policyfile.File,
 	reg prometheus.Registerer, health *serving.Health) *ProfileRewriter {
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kube_reclaim", Subsystem: "webhook",
 		Name: "config_reloads_total", Help: "Policy file reloads by result (success, error)."}, []string{"result"})
@@ -48,7 +49,9 @@ func startProfiles(ctx context.Context, client kubernetes.Interface, names recla
 	nsLister, pcLister := namespaces.Lister(), classes.Lister()
 	nsSynced, pcSynced := namespaces.Informer().HasSynced, classes.Informer().HasSynced
 	factory.Start(ctx.Done())
-	go file.Run(ctx)
+	// Shutdown waits for the informers Start began, which end with ctx.
+	wg.Go(func() { <-ctx.Done(); factory.Shutdown() })
+	wg.Go(func() { file.Run(ctx) })
 	health.AddReadyCheck("profile-informers", func() error {
 		if !nsSynced() || !pcSynced() {
 			return errors.New("namespace and PriorityClass informers not synced yet")

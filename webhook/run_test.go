@@ -3,11 +3,16 @@ package webhook
 import (
 	"context"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/kubernetes/fake"
+
 	"github.com/kube-reclaim/kube-reclaim/internal/serving/servingtest"
+	"github.com/kube-reclaim/kube-reclaim/test/heldwatch"
 )
 
 // Run waits for every part, so its return shows that the admission
@@ -46,4 +51,37 @@ func TestRunReturnsTheFirstFailureOnceEveryPartStopped(t *testing.T) {
 		t.Fatalf("the health server still holds %s: %v", o.HealthAddress, err)
 	}
 	ln.Close()
+}
+
+// Run returns only once its informers have stopped: a namespace watch of
+// the profile rewriter whose Stop is held keeps Run from returning until it
+// is released.
+func TestRunReturnsOnlyAfterItsInformersStopped(t *testing.T) {
+	dir := t.TempDir()
+	certFile, keyFile := writeCertPair(t, dir, 42)
+	policyFile := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(policyFile, []byte("apiVersion: kube-reclaim.io/v1alpha1\nkind: ReclaimPolicy\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := NewOptions()
+	o.TLSCertFile, o.TLSKeyFile, o.ConfigFile = certFile, keyFile, policyFile
+	o.Kubeconfig = servingtest.UnreachableKubeconfig(t) // the fake client below replaces its client
+	o.PublisherLeaseName = ""
+	o.ListenAddress, o.HealthAddress, o.MetricsAddress = servingtest.FreeAddr(t), servingtest.FreeAddr(t), ""
+	if err := o.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	w, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := fake.NewClientset()
+	held := heldwatch.New()
+	client.PrependWatchReactor("namespaces", held.Reactor(client.Tracker()))
+	w.client = client
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	held.CheckRunWaits(t, cancel, done)
 }
