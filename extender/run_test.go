@@ -39,12 +39,7 @@ func TestRunStopsEveryPartOnTheFirstFailureOrShutdown(t *testing.T) {
 				defer busy.Close()
 				o.ListenAddress = busy.Addr().String()
 			}
-			e := &Extender{opts: o, core: f.ext, health: serving.NewHealth(prometheus.NewRegistry()),
-				endpoints: serving.Endpoints{HealthAddress: servingtest.FreeAddr(t)}}
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			done := make(chan error, 1)
-			go func() { done <- e.Run(ctx) }()
+			e, cancel, done := startRun(t, f, o)
 			if !tc.busy {
 				// The verbs are served before the shutdown.
 				for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
@@ -83,11 +78,18 @@ func TestRunReturnsOnlyAfterItsInformersStopped(t *testing.T) {
 	f.client.PrependWatchReactor("pods", held.Reactor(f.client.Tracker()))
 	o := NewOptions()
 	o.ListenAddress = servingtest.FreeAddr(t)
-	e := &Extender{opts: o, core: f.ext, health: serving.NewHealth(prometheus.NewRegistry()),
+	_, cancel, done := startRun(t, f, o)
+	held.CheckRunWaits(t, cancel, done)
+}
+
+// startRun runs an Extender of f's core with o until cancel; done carries
+// what Run returned.
+func startRun(t *testing.T, f *fixture, o *Options) (e *Extender, cancel context.CancelFunc, done <-chan error) {
+	e = &Extender{opts: o, core: f.ext, health: serving.NewHealth(prometheus.NewRegistry()),
 		endpoints: serving.Endpoints{HealthAddress: servingtest.FreeAddr(t)}}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- e.Run(ctx) }()
-	held.CheckRunWaits(t, cancel, done)
+	t.Cleanup(cancel)
+	result := make(chan error, 1)
+	go func() { result <- e.Run(ctx) }()
+	return e, cancel, result
 }
