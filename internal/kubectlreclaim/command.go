@@ -6,7 +6,7 @@
 //
 // Install the binary as kubectl-reclaim anywhere on PATH and run
 // `kubectl reclaim nodes`, `kubectl reclaim explain NODE`,
-// `kubectl reclaim pods` or `kubectl reclaim simulate`. The usual kubeconfig flags (--kubeconfig, --context,
+// `kubectl reclaim pods`, `kubectl reclaim simulate` or `kubectl reclaim doctor`. The usual kubeconfig flags (--kubeconfig, --context,
 // -n, ...) come from k8s.io/cli-runtime.
 package kubectlreclaim
 
@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/pager"
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
@@ -32,6 +33,9 @@ type Clients struct {
 	// Metrics is the metrics.k8s.io client; nil when none could be built.
 	// Commands never fail because the metrics API is unavailable.
 	Metrics metricsclient.Interface
+	// Dynamic reads what has no typed client here (doctor's APIService);
+	// nil when none could be built.
+	Dynamic dynamic.Interface
 	// ChunkSize is the page size of list requests (--chunk-size).
 	ChunkSize int64
 }
@@ -88,6 +92,9 @@ func (o *Options) clientsFromFlags() (Clients, error) {
 	if m, err := metricsclient.NewForConfig(cfg); err == nil {
 		c.Metrics = m
 	}
+	if d, err := dynamic.NewForConfig(cfg); err == nil {
+		c.Dynamic = d
+	}
 	return c, nil
 }
 
@@ -131,6 +138,7 @@ func NewCommand(o *Options) *cobra.Command {
   kubectl reclaim pods           the pods using reclaimed resources, where they run or why they wait
   kubectl reclaim simulate       what a policy would reclaim on every node, read-only, installed or not
   kubectl reclaim uninstall      after kubectl delete -k: remove the annotation and reclaimed resources from every node
+  kubectl reclaim doctor         check an install (admission policies, webhook CA, Lease, metrics, ...) and say what to fix
 
 Resource cells show cpu/memory: CPU in cores or millicores (2, 2500m), memory in
 binary units (512Mi, 2.5Gi). As with kubectl get, nodes and pods print with
@@ -153,7 +161,7 @@ json and yaml carry exact integers (millicores and bytes).`,
 		"Domain of the reclaimed resources and the node annotation (<domain>/reclaimed-cpu, <domain>/reclaimable); must match the one kube-reclaim runs with.")
 	fs.Int64Var(&o.ChunkSize, "chunk-size", o.ChunkSize,
 		"Return large lists in chunks rather than all at once. Pass 0 to disable.")
-	root.AddCommand(newNodesCommand(o), newExplainCommand(o), newPodsCommand(o), newSimulateCommand(o), newUninstallCommand(o))
+	root.AddCommand(newNodesCommand(o), newExplainCommand(o), newPodsCommand(o), newSimulateCommand(o), newUninstallCommand(o), newDoctorCommand(o))
 	return root
 }
 

@@ -71,7 +71,7 @@ func shared(a, b reflect.Value, path string) string {
 }
 
 func TestDeepCopiesShareNothing(t *testing.T) {
-	for _, obj := range []runtime.Object{&NodeList{}, &PodList{}, &ExplainReport{}, &PodExplainReport{}} {
+	for _, obj := range []runtime.Object{&NodeList{}, &PodList{}, &ExplainReport{}, &PodExplainReport{}, &DoctorReport{}} {
 		t.Run(reflect.TypeOf(obj).Elem().Name(), func(t *testing.T) {
 			var n int64
 			fill(reflect.ValueOf(obj).Elem(), &n)
