@@ -11,14 +11,15 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
 // The publisher's default leader-election Lease, which the webhook and the
 // extender watch (their --publisher-lease-namespace/--publisher-lease-name).
 const (
-	defaultLeaseNamespace = "kube-reclaim"
-	defaultLeaseName      = "kube-reclaim-publisher"
+	defaultLeaseNamespace = leaderlease.DefaultNamespace
+	defaultLeaseName      = leaderlease.DefaultName
 )
 
 // freshnessFlags decide, like the webhook and the extender, whether an
@@ -72,9 +73,9 @@ type LeaseReport struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// leaderLease reads the publisher's Lease like leaderlease.Tracker judges it:
-// alive until renewTime + 2 x leaseDuration; no Lease, or one without a renew
-// time or duration, counts as expired. A Lease that cannot be read (RBAC)
+// leaderLease reads the publisher's Lease and judges it by
+// leaderlease.Deadline, as leaderlease.Tracker does: no Lease, or one without
+// a renew time or duration, counts as expired. A Lease that cannot be read (RBAC)
 // counts as alive, with a warning: this client's rights say nothing of the
 // webhook's and extender's view. Nil when the Lease is not checked.
 func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interface, now time.Time) (*LeaseReport, error) {
@@ -95,7 +96,8 @@ func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interf
 	if l.Spec.HolderIdentity != nil {
 		r.Holder = *l.Spec.HolderIdentity
 	}
-	if l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+	deadline, ok := leaderlease.Deadline(l)
+	if !ok {
 		r.Alive = false
 		r.Detail = "the Lease has no renew time or duration"
 		return r, nil
@@ -103,7 +105,7 @@ func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interf
 	renew := l.Spec.RenewTime.Time
 	d := time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	r.RenewTime = &renew
-	r.Alive = now.Before(renew.Add(2 * d))
+	r.Alive = now.Before(deadline)
 	r.Detail = fmt.Sprintf("renewed %s ago by %q, lease duration %s", age(now, renew), r.Holder, d)
 	return r, nil
 }

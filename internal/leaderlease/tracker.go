@@ -57,9 +57,21 @@ func New(client kubernetes.Interface, namespace, name string) *Tracker {
 	return t
 }
 
+// Deadline is the instant after which the holder of l counts as dead:
+// renewTime + 2 × leaseDuration. ok is false for a Lease without a renew
+// time or duration, which counts as dead. The Tracker and kubectl reclaim
+// (one read, without the history a released Lease needs) judge by it.
+func Deadline(l *coordinationv1.Lease) (deadline time.Time, ok bool) {
+	if l == nil || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+		return time.Time{}, false
+	}
+	return l.Spec.RenewTime.Add(2 * time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), true
+}
+
 func (t *Tracker) observe(obj interface{}) {
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
+	l, _ := obj.(*coordinationv1.Lease)
+	deadline, ok := Deadline(l)
+	if !ok {
 		t.deadline.Store(0)
 		return
 	}
@@ -73,8 +85,7 @@ func (t *Tracker) observe(obj interface{}) {
 		// seconds after the release until the takeover.
 		return
 	}
-	d := time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
-	t.deadline.Store(l.Spec.RenewTime.Add(2 * d).UnixNano())
+	t.deadline.Store(deadline.UnixNano())
 }
 
 // Run runs the informer until ctx ends.
