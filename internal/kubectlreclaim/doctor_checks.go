@@ -35,6 +35,18 @@ func fail(name, format string, a ...any) DoctorCheck {
 	return DoctorCheck{Name: name, Status: CheckFail, Message: fmt.Sprintf(format, a...)}
 }
 
+// cannotRead is the verdict when doctor could not read something: a
+// warning when its own credentials lack the right (that says nothing of the
+// install; run it as a cluster admin), a failure otherwise.
+func cannotRead(err error, name, format string, a ...any) DoctorCheck {
+	if apierrors.IsForbidden(err) || apierrors.IsUnauthorized(err) {
+		c := warn(name, format, a...)
+		c.Message += "; doctor needs to read it (run it as a cluster admin)"
+		return c
+	}
+	return fail(name, format, a...)
+}
+
 // listMax bounds the names a message lists.
 const listMax = 5
 
@@ -50,7 +62,7 @@ func checkVersion(c Clients) DoctorCheck {
 	floor := version.MustParseGeneric(deploy.MinKubernetes)
 	info, err := c.Kube.Discovery().ServerVersion()
 	if err != nil {
-		return fail(name, "cannot read the server version: %v", err)
+		return cannotRead(err, name, "cannot read the server version: %v", err)
 	}
 	v, err := version.ParseGeneric(info.GitVersion)
 	if err != nil {
@@ -70,11 +82,11 @@ func checkAdmissionPolicies(ctx context.Context, c Clients, m *installManifests)
 	api := c.Kube.AdmissionregistrationV1()
 	policies, err := api.ValidatingAdmissionPolicies().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return []DoctorCheck{fail("admission-policies", "cannot list ValidatingAdmissionPolicies: %v", err)}
+		return []DoctorCheck{cannotRead(err, "admission-policies", "cannot list ValidatingAdmissionPolicies: %v", err)}
 	}
 	bindings, err := api.ValidatingAdmissionPolicyBindings().List(ctx, metav1.ListOptions{})
 	if err != nil {
-		return []DoctorCheck{fail("admission-policies", "cannot list ValidatingAdmissionPolicyBindings: %v", err)}
+		return []DoctorCheck{cannotRead(err, "admission-policies", "cannot list ValidatingAdmissionPolicyBindings: %v", err)}
 	}
 	var checks []DoctorCheck
 	for i := range m.policies {
@@ -178,7 +190,7 @@ func checkWebhooks(ctx context.Context, c Clients, m *installManifests, now time
 				want.Name, m.installCommand()))
 			continue
 		case err != nil:
-			checks = append(checks, fail(name, "cannot read MutatingWebhookConfiguration %s: %v", want.Name, err))
+			checks = append(checks, cannotRead(err, name, "cannot read MutatingWebhookConfiguration %s: %v", want.Name, err))
 			continue
 		}
 		checks = append(checks, checkWebhook(ctx, c, m, want, have, now))
@@ -350,7 +362,7 @@ func checkServices(ctx context.Context, c Clients, m *installManifests) []Doctor
 		name := "service/" + s.Name
 		list, err := c.Kube.DiscoveryV1().EndpointSlices(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + s.Name})
 		if err != nil {
-			checks = append(checks, fail(name, "cannot list the EndpointSlices of Service %s/%s: %v", s.Namespace, s.Name, err))
+			checks = append(checks, cannotRead(err, name, "cannot list the EndpointSlices of Service %s/%s: %v", s.Namespace, s.Name, err))
 			continue
 		}
 		ready := 0
@@ -413,7 +425,7 @@ func workloadMissing(name, kind string, want metav1.ObjectMeta, m *installManife
 	if apierrors.IsNotFound(err) {
 		return fail(name, "%s %s/%s is missing: %s", kind, want.Namespace, want.Name, m.installCommand())
 	}
-	return fail(name, "cannot read %s %s/%s: %v", kind, want.Namespace, want.Name, err)
+	return cannotRead(err, name, "cannot read %s %s/%s: %v", kind, want.Namespace, want.Name, err)
 }
 
 func workloadAvailable(name, kind string, meta metav1.ObjectMeta, available, desired int32, m *installManifests) DoctorCheck {
@@ -460,7 +472,7 @@ func checkMetrics(ctx context.Context, c Clients) DoctorCheck {
 		case apierrors.IsNotFound(err):
 			return fail(name, "no APIService %s: install metrics-server (or another metrics.k8s.io provider); the publisher needs node and pod usage", metricsAPIService)
 		case err != nil:
-			return fail(name, "cannot read APIService %s: %v", metricsAPIService, err)
+			return cannotRead(err, name, "cannot read APIService %s: %v", metricsAPIService, err)
 		}
 		if status, reason, message := apiServiceAvailable(u); status != string(metav1.ConditionTrue) {
 			return fail(name, "APIService %s is not Available (%s: %s): the API server cannot reach metrics-server; check its pods and Service", metricsAPIService, reason, message)

@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/json"
+	"errors"
 	"math/big"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -44,6 +46,9 @@ type install struct {
 	apiService *unstructured.Unstructured
 	metrics    []metricsv1beta1.NodeMetrics
 	version    string
+	// forbidden are the resources (e.g. "endpointslices") the caller may
+	// not list.
+	forbidden []string
 }
 
 // testCA is a CA and the certificate it issued for the webhook Service.
@@ -162,6 +167,11 @@ func runDoctor(t *testing.T, in install, args ...string) (*DoctorReport, error) 
 	o.NewClients = func() (Clients, error) {
 		kube := fake.NewClientset(in.objects...)
 		kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &versioninfo.Info{GitVersion: in.version}
+		for _, res := range in.forbidden {
+			kube.PrependReactor("list", res, func(a clienttesting.Action) (bool, runtime.Object, error) {
+				return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", errors.New("RBAC: access denied"))
+			})
+		}
 		m := metricsfake.NewSimpleClientset()
 		m.PrependReactor("list", "nodes", func(clienttesting.Action) (bool, runtime.Object, error) {
 			return true, &metricsv1beta1.NodeMetricsList{Items: in.metrics}, nil
@@ -324,6 +334,10 @@ func TestDoctorFailsNamingWhatToFix(t *testing.T) {
 		}), check: "webhook/kube-reclaim-webhook", status: CheckFail, want: []string{"MutatingWebhookConfiguration kube-reclaim-webhook is missing"}},
 		{name: "no ready webhook endpoint", breakIt: remove(func(o runtime.Object) bool { _, ok := o.(*discoveryv1.EndpointSlice); return ok }),
 			check: "service/kube-reclaim-webhook", status: CheckFail, want: []string{"has no ready endpoint"}},
+		{name: "endpoints the caller may not read", breakIt: func(_ *testing.T, in *install) { in.forbidden = []string{"endpointslices"} },
+			check: "service/kube-reclaim-webhook", status: CheckWarn, want: []string{"RBAC: access denied", "run it as a cluster admin"}},
+		{name: "policies the caller may not read", breakIt: func(_ *testing.T, in *install) { in.forbidden = []string{"validatingadmissionpolicies"} },
+			check: "admission-policies", status: CheckWarn, want: []string{"cannot list ValidatingAdmissionPolicies"}},
 		{name: "the scheduler without available pods", breakIt: edit(func(o runtime.Object) {
 			if d, ok := o.(*appsv1.Deployment); ok && d.Name == "kube-reclaim-scheduler" {
 				d.Status.AvailableReplicas = 0
