@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/kubectlreclaim"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
@@ -318,6 +319,21 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 			cpu, mem := n.Status.Allocatable[names.CPU], n.Status.Allocatable[names.Memory]
 			t.Logf("node %s under the request policy %s after the edit: %s=%s %s=%s", name, time.Since(edited).Round(time.Second),
 				names.CPU, cpu.String(), names.Memory, mem.String())
+		}
+	})
+
+	t.Run("kubectl reclaim doctor passes on the install", func(t *testing.T) {
+		var r kubectlreclaim.DoctorReport
+		took, ok := framework.Poll(2*time.Minute, 2*time.Second, func() bool {
+			out, err := runReclaim(ctx, c, "doctor", "-o", "json")
+			r = kubectlreclaim.DoctorReport{}
+			return json.Unmarshal([]byte(out), &r) == nil && err == nil && r.Failed == 0 && len(r.Checks) > 0
+		})
+		for _, ch := range r.Checks {
+			t.Logf("doctor: %s %s: %s", ch.Name, ch.Status, ch.Message)
+		}
+		if !ok {
+			t.Fatalf("kubectl reclaim doctor still failing %d checks after %s", r.Failed, took)
 		}
 	})
 
