@@ -65,14 +65,31 @@ func checkVersion(c Clients) DoctorCheck {
 		return cannotRead(err, name, "cannot read the server version: %v", err)
 	}
 	v, err := version.ParseGeneric(info.GitVersion)
-	if err != nil {
-		return warn(name, "cannot parse the server version %q (%v); kube-reclaim needs Kubernetes %s or newer", info.GitVersion, err, deploy.MinKubernetes)
+	if err != nil || v.Major() == 0 {
+		// A build without version stamps (v0.0.0-master): judge by what the
+		// floor stands for, the API the manifests need being served.
+		return checkPolicyAPI(c, name, info.GitVersion)
 	}
 	if !v.AtLeast(floor) {
 		return fail(name, "Kubernetes %s is older than %s, the oldest the manifests install on (their admission policies are admissionregistration.k8s.io/v1): upgrade the cluster",
 			info.GitVersion, deploy.MinKubernetes)
 	}
 	return ok(name, "Kubernetes %s (%s or newer needed)", info.GitVersion, deploy.MinKubernetes)
+}
+
+// checkPolicyAPI judges a server whose version says nothing by whether it
+// serves the ValidatingAdmissionPolicies of admissionregistration.k8s.io/v1.
+func checkPolicyAPI(c Clients, name, gitVersion string) DoctorCheck {
+	gv := admissionregistrationv1.SchemeGroupVersion.String()
+	list, err := c.Kube.Discovery().ServerResourcesForGroupVersion(gv)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return cannotRead(err, name, "the server version %q says nothing, and reading the resources of %s failed: %v", gitVersion, gv, err)
+	}
+	if list != nil && slices.ContainsFunc(list.APIResources, func(r metav1.APIResource) bool { return r.Name == "validatingadmissionpolicies" }) {
+		return ok(name, "version %q unknown, but it serves ValidatingAdmissionPolicy %s as Kubernetes %s and newer do", gitVersion, gv, deploy.MinKubernetes)
+	}
+	return fail(name, "version %q unknown, and it does not serve ValidatingAdmissionPolicy %s, which the manifests need (Kubernetes %s or newer): upgrade the cluster",
+		gitVersion, gv, deploy.MinKubernetes)
 }
 
 // checkAdmissionPolicies checks every policy of the manifests and its

@@ -49,6 +49,8 @@ type install struct {
 	// forbidden are the resources (e.g. "endpointslices") the caller may
 	// not list.
 	forbidden []string
+	// policyAPI makes discovery list ValidatingAdmissionPolicies.
+	policyAPI bool
 }
 
 // testCA is a CA and the certificate it issued for the webhook Service.
@@ -166,7 +168,12 @@ func runDoctor(t *testing.T, in install, args ...string) (*DoctorReport, error) 
 	o.Now = func() time.Time { return now }
 	o.NewClients = func() (Clients, error) {
 		kube := fake.NewClientset(in.objects...)
-		kube.Discovery().(*fakediscovery.FakeDiscovery).FakedServerVersion = &versioninfo.Info{GitVersion: in.version}
+		disc := kube.Discovery().(*fakediscovery.FakeDiscovery)
+		disc.FakedServerVersion = &versioninfo.Info{GitVersion: in.version}
+		if in.policyAPI {
+			disc.Resources = []*metav1.APIResourceList{{GroupVersion: admissionregistrationv1.SchemeGroupVersion.String(),
+				APIResources: []metav1.APIResource{{Name: "validatingadmissionpolicies", Kind: "ValidatingAdmissionPolicy"}}}}
+		}
 		for _, res := range in.forbidden {
 			kube.PrependReactor("list", res, func(a clienttesting.Action) (bool, runtime.Object, error) {
 				return true, nil, apierrors.NewForbidden(a.GetResource().GroupResource(), "", errors.New("RBAC: access denied"))
@@ -297,6 +304,12 @@ func TestDoctorFailsNamingWhatToFix(t *testing.T) {
 		}), check: "admission-policy/" + policy, status: CheckWarn, want: []string{"undefined field 'x'"}},
 		{name: "a cluster older than the floor", breakIt: func(_ *testing.T, in *install) { in.version = "v1.29.9" },
 			check: "kubernetes-version", status: CheckFail, want: []string{"v1.29.9 is older than 1.30", "upgrade the cluster"}},
+		{name: "an unversioned build without the policy API", breakIt: func(_ *testing.T, in *install) { in.version = "v0.0.0-master+$Format:%H$" },
+			check: "kubernetes-version", status: CheckFail, want: []string{"does not serve ValidatingAdmissionPolicy admissionregistration.k8s.io/v1"}},
+		{name: "an unversioned build serving the policy API", breakIt: func(_ *testing.T, in *install) {
+			in.version = "v0.0.0-master+$Format:%H$"
+			in.policyAPI = true
+		}, check: "kubernetes-version", status: CheckOK, want: []string{"serves ValidatingAdmissionPolicy admissionregistration.k8s.io/v1"}},
 		{name: "no caBundle", breakIt: edit(func(o runtime.Object) {
 			if w, ok := o.(*admissionregistrationv1.MutatingWebhookConfiguration); ok {
 				w.Webhooks[1].ClientConfig.CABundle = nil

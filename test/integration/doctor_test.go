@@ -131,6 +131,7 @@ func TestDoctorChecksTheShippedOverlay(t *testing.T) {
 		}); !done {
 			t.Fatalf("doctor exit %d, %d failed, %d warnings:\n%s", code, r.Failed, r.Warnings, summary(r))
 		}
+		t.Logf("doctor on the install:\n%s", summary(r))
 		for _, want := range []string{"kubernetes-version", "admission-policy/" + policy, "webhook/kube-reclaim-webhook", "service/kube-reclaim-webhook",
 			"deployment/kube-reclaim-scheduler", "publisher-lease", "metrics-server", "node-annotations"} {
 			if !strings.Contains(summary(r), "  "+want+" ok: ") {
@@ -147,6 +148,7 @@ func TestDoctorChecksTheShippedOverlay(t *testing.T) {
 			t.Fatal(err)
 		}
 		r, code, _ := doctor("-o", "json")
+		t.Logf("doctor without binding %s:\n%s", binding, summary(r))
 		if code != 1 || r.Failed != 1 {
 			t.Errorf("doctor exit %d with %d failed, want 1 and 1:\n%s", code, r.Failed, summary(r))
 		}
