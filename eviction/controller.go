@@ -100,8 +100,16 @@ func New(cfg Config, reg prometheus.Registerer) *Controller {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
+	m := newMetrics(reg)
+	// The reasons' series exist from the start at 0, so that a rate or an
+	// increase over them (alerts, dashboards) sees the first eviction.
+	if o.Mode != ModeOff {
+		for _, r := range []string{PressureMemory, PressureCPUStarvation} {
+			m.evictions.WithLabelValues(string(o.Mode), r)
+		}
+	}
 	return &Controller{opts: o, client: cfg.Client, pods: cfg.Pods, clock: clk, timeout: cfg.Timeout,
-		params: Params{Grace: o.Grace, Slack: cfg.Period / 10, StaleAfter: cfg.MetricsStaleAfter}, m: newMetrics(reg),
+		params: Params{Grace: o.Grace, Slack: cfg.Period / 10, StaleAfter: cfg.MetricsStaleAfter}, m: m,
 		nodes: map[string]*NodeState{}, seen: map[string]bool{}, nodeLimits: map[string]*rate.Limiter{},
 		cluster: rate.NewLimiter(perMinute(o.ClusterRate), o.ClusterBurst),
 		refused: flowcontrol.NewFakeBackOff(cfg.Period, 16*cfg.Period, clk),
