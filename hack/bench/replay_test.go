@@ -22,7 +22,7 @@ func TestReplayRowsSayWhyWhenTheTraceIsMissing(t *testing.T) {
 func TestReplayRowsJudgeDominanceByBothMeasures(t *testing.T) {
 	res := func(name string, share, rate float64) replay.Result {
 		m := replay.ResourceMeasures{ReclaimedShare: share, ViolationRate: rate}
-		return replay.Result{Name: name, Cluster: replay.Measures{CPU: m, Memory: m}}
+		return replay.Result{Name: name, Cluster: replay.Measures{CPU: m, Memory: m, RegularHarmRate: rate}}
 	}
 	for _, tc := range []struct {
 		name         string
@@ -36,7 +36,7 @@ func TestReplayRowsJudgeDominanceByBothMeasures(t *testing.T) {
 		{"the same point", res("b", 0.6, 0.01), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := &replayResult{Report: &replay.Report{Results: []replay.Result{res("defaults", 0.6, 0.01), tc.other}}}
+			r := &replayResult{Runs: []*replay.Report{{Results: []replay.Result{res("defaults", 0.6, 0.01), tc.other}}}}
 			for _, row := range replayRows(r, nil) {
 				if row.ID != "R2" {
 					continue
