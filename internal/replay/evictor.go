@@ -11,45 +11,56 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
-	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// evictor is the eviction controller of one contender, seen from the
-// replay: every node is observed once per step, then act returns the pods
-// it chose, which leave the replay as the Eviction API would remove them.
-type evictor interface {
-	// observe takes one node's step: its allocatable, the policy's result,
-	// what batch pods hold and what the node measures of all its pods (nil
-	// when its samples are stale).
-	observe(node string, alloc reclaimable.Resources, res policy.Result, held reclaimable.Resources, use *reclaimable.Resources)
-	act(ctx context.Context) []types.UID
-}
-
-// controllerEvictor runs the publisher's eviction.Controller in dry-run on
-// the replay's clock; its dry-run Events name the victims.
-type controllerEvictor struct {
+// evictor is a contender's eviction.Controller in dry-run on the replay's
+// clock: its dry-run Events name the victims, which leave the replay as the
+// Eviction API would remove them.
+type evictor struct {
 	ctrl *eviction.Controller
 	rec  *victimRecorder
+	// buf is reused for each observation's reclaimed pods.
+	buf []eviction.PodUsage
 }
 
-func newEvictor(cfg Config, clk *testingclock.FakeClock, pods func(node string) []*policyinput.Pod) evictor {
+func newEvictor(cfg Config, clk *testingclock.FakeClock, pods func(node string) []*policyinput.Pod) *evictor {
 	opts := cfg.Eviction
 	if opts.Mode != eviction.ModeOff {
 		// Dry-run decides as on would and names its victims in Events.
 		opts.Mode = eviction.ModeDryRun
 	}
-	e := &controllerEvictor{rec: &victimRecorder{},
-		ctrl: eviction.New(eviction.Config{Options: opts, Period: cfg.Period, Clock: clk, Pods: pods}, prometheus.NewRegistry())}
+	e := &evictor{rec: &victimRecorder{}, ctrl: eviction.New(eviction.Config{Options: opts, Period: cfg.Period,
+		MetricsStaleAfter: cfg.MetricsStaleAfter, Clock: clk, Pods: pods}, prometheus.NewRegistry())}
 	e.ctrl.SetRecorder(e.rec)
 	return e
 }
 
-func (e *controllerEvictor) observe(node string, _ reclaimable.Resources, res policy.Result, held reclaimable.Resources, _ *reclaimable.Resources) {
-	e.ctrl.Observe(node, res, held)
+// observe passes the node's observation on, with the replay's batch pods
+// added as measured: the policy's view of the node (eviction.Measure) holds
+// only the trace's pods. A batch pod uses all the memory it holds (the
+// worst case for memory pressure) and its share of the CPU regular usage
+// leaves (they run at the minimum CPU weight, so regular pods are served
+// first), at most its grant.
+func (e *evictor) observe(obs eviction.Observation, batch []*policyinput.Pod, regular, alloc reclaimable.Resources) {
+	var granted int64
+	for _, b := range batch {
+		granted += b.Reclaimed.CPUMilli
+	}
+	left := min(max(alloc.CPUMilli-regular.CPUMilli, 0), granted)
+	for _, b := range batch {
+		used := reclaimable.Resources{MemoryBytes: b.Reclaimed.MemoryBytes}
+		if granted > 0 {
+			used.CPUMilli = b.Reclaimed.CPUMilli * left / granted
+		}
+		obs.Used = obs.Used.Add(used)
+		obs.Reclaimed = append(obs.Reclaimed, eviction.PodUsage{UID: b.UID, Grant: b.Reclaimed, Used: used, Measured: true})
+	}
+	e.buf = obs.Reclaimed
+	e.ctrl.Observe(obs)
 }
 
-func (e *controllerEvictor) act(ctx context.Context) []types.UID {
+func (e *evictor) act(ctx context.Context) []types.UID {
 	e.rec.victims = e.rec.victims[:0]
 	e.ctrl.Act(ctx)
 	return e.rec.victims

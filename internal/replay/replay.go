@@ -92,7 +92,7 @@ func DefaultConfig() Config {
 type contenderState struct {
 	c     Contender
 	calc  policy.Calculator
-	ev    evictor
+	ev    *evictor
 	nodes []nodeState
 	res   *Result
 }
@@ -335,24 +335,18 @@ func (r *run) decideNode(k, n int, now time.Time) {
 		ns := &st.nodes[n]
 		var res policy.Result
 		threshold := policy.DefaultChangeThreshold
+		ev := policy.DefaultEviction()
 		switch {
 		case st.c.Settings != nil:
 			res = st.calc.Compute(&in, *st.c.Settings, now, r.cfg.MetricsStaleAfter)
-			threshold = st.c.Settings.ChangeThreshold
+			threshold, ev = st.c.Settings.ChangeThreshold, st.c.Settings.Eviction
 		case out:
 			// A baseline has no rule for stale data: the publisher's applies.
 			res = policy.Result{ZeroReason: policy.ZeroReasonStale}
 		default:
-			res = policy.Result{Resources: st.c.Formula.Room(node.Allocatable, &r.base[n])}
+			res = policy.Result{Resources: st.c.Formula.Room(node.Allocatable, &r.base[n]), MetricsTime: now}
 		}
-		var use *reclaimable.Resources
-		if res.ZeroReason == "" {
-			// What the node measures: regular usage and the batch pods at
-			// their grants (the replay's batch pods use all they hold).
-			u := r.usage[n].Add(ns.held)
-			use = &u
-		}
-		st.ev.observe(node.Name, node.Allocatable, res, ns.held, use)
+		st.ev.observe(eviction.Measure(&in, res, ns.held, ev, now, r.cfg.MetricsStaleAfter, st.ev.buf), ns.batch, r.usage[n], node.Allocatable)
 		d := policy.Decide(policy.Observed{Published: ns.published, Status: &ns.status, Held: ns.held}, res.Resources, now,
 			policy.Gate{ChangeThreshold: threshold, DecreaseThreshold: r.cfg.DecreaseThreshold, Refresh: r.cfg.Refresh})
 		if d.WriteAnnotation {

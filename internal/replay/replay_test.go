@@ -339,32 +339,40 @@ func TestRunFillsTheRoomWithPodsOfAtMostTheBatchShape(t *testing.T) {
 	}
 }
 
-func TestRunEvictsNothingOnStaleData(t *testing.T) {
-	// Usage rises to the whole node while no sample reaches the publisher
-	// (steps 1 to 4): nothing is measured, so nothing is evicted, although
-	// what is held exceeds the room (a stale zero) and the usage. Positive
-	// control: the same rise with samples evicts.
-	cpu, mem := []int64{2, 10, 10, 10, 10, 2}, []int64{1, 10, 10, 10, 10, 1}
+func TestRunEvictsOnMeasuredMemoryPressureOnly(t *testing.T) {
+	// Batch pods hold 8 CPUs and 6Gi from step 0 (a memory margin of 30 %:
+	// the node's pods then use 7Gi of 10Gi, below pressure). The room dips
+	// to 0 when regular CPU use rises to the whole node: CPU is
+	// compressible, nothing is evicted. Regular memory rising to the whole node is pressure (the
+	// batch pods are counted at all the memory they hold): they are evicted,
+	// unless no sample reaches the publisher then (steps 1 to 4), since no
+	// data is not pressure.
 	for _, tc := range []struct {
-		name   string
-		outage bool
-		evicts bool
-	}{{"samples stale", true, false}, {"samples current", false, true}} {
+		name     string
+		cpu, mem []int64
+		outage   bool
+		evicts   bool
+	}{
+		{"CPU use takes the whole node", []int64{2, 10, 10, 10, 10, 2}, []int64{1, 1, 1, 1, 1, 1}, false, false},
+		{"memory use takes the whole node", []int64{2, 2, 2, 2, 2, 2}, []int64{1, 10, 10, 10, 10, 1}, false, true},
+		{"memory use takes the whole node, samples stale", []int64{2, 2, 2, 2, 2, 2}, []int64{1, 10, 10, 10, 10, 1}, true, false},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tr := traceOf(t, cpu, mem)
+			tr := traceOf(t, tc.cpu, tc.mem)
 			cfg := exactConfig()
 			cfg.Eviction.Mode = eviction.ModeOn
 			if tc.outage {
 				cfg.Outages = []Outage{{From: tr.Start.Add(5 * time.Minute), To: tr.Start.Add(25 * time.Minute)}}
 			}
 			s := exactSettings()
+			s.Memory.Margin = 0.3
 			rep, err := Run(context.Background(), tr, []Contender{{Name: "exact", Settings: &s}}, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			c := rep.Results[0].Cluster
 			if (c.Evictions > 0) != tc.evicts {
-				t.Errorf("%d evictions, stale intervals %d; want evictions=%v", c.Evictions, c.StaleIntervals, tc.evicts)
+				t.Errorf("%d evictions (stale intervals %d), want evictions=%v", c.Evictions, c.StaleIntervals, tc.evicts)
 			}
 			if c.StatusBelowHeld != 0 {
 				t.Errorf("the status was below what batch pods held on %d node-intervals", c.StatusBelowHeld)
