@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/replay"
@@ -52,6 +54,51 @@ type replayResult struct {
 	Frontier *replay.Report `json:"frontier,omitempty"`
 	// Shipped names the frontier's contender that is the shipped defaults.
 	Shipped string `json:"shipped"`
+	// RoomDip is the evictions per 100 batch pod-hours of the controller
+	// before issue 40 (evicting when batch pods held more than the room),
+	// by job length, as docs/benchmarks.md records them: that controller
+	// is gone, so it cannot run beside the defaults.
+	RoomDip map[string]roomDipFigure `json:"roomDip,omitempty"`
+}
+
+// roomDipFigure is one recorded figure of the room-dip controller.
+type roomDipFigure struct {
+	Evictions float64 `json:"evictionsPer100PodHours"`
+	Commit    string  `json:"commit"`
+}
+
+// benchmarksDoc records the runs; its room-dip rows are read back.
+const benchmarksDoc = "docs/benchmarks.md"
+
+// roomDipFigures reads the rows "| room-dip | COMMIT | JOBS | EVICTIONS |
+// ..." of docs/benchmarks.md, by job length (1h, 8h).
+func roomDipFigures(doc string) (map[string]roomDipFigure, error) {
+	out := map[string]roomDipFigure{}
+	for _, line := range strings.Split(doc, "\n") {
+		c := cells(line)
+		if len(c) < 4 || c[0] != "room-dip" {
+			continue
+		}
+		v, err := strconv.ParseFloat(c[3], 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: room-dip row %q: %w", benchmarksDoc, line, err)
+		}
+		out[c[2]] = roomDipFigure{Evictions: v, Commit: strings.Trim(c[1], "`")}
+	}
+	return out, nil
+}
+
+// cells splits a markdown table row; nil when the line is not one.
+func cells(line string) []string {
+	line = strings.TrimSpace(line)
+	if !strings.HasPrefix(line, "|") {
+		return nil
+	}
+	parts := strings.Split(strings.Trim(line, "|"), "|")
+	for i := range parts {
+		parts[i] = strings.TrimSpace(parts[i])
+	}
+	return parts
 }
 
 func replayContenders(tr *replay.Trace) []replay.Contender {
@@ -87,6 +134,11 @@ func runReplay(ctx context.Context, root string, cfg replayConfig, out io.Writer
 		return nil, err
 	}
 	res := &replayResult{}
+	if doc, err := os.ReadFile(filepath.Join(root, benchmarksDoc)); err == nil {
+		if res.RoomDip, err = roomDipFigures(string(doc)); err != nil {
+			return nil, err
+		}
+	}
 	for i, lifetime := range replayLifetimes {
 		rep, err := replay.Run(ctx, tr, replayContenders(tr), replayRunConfig(tr, lifetime))
 		if err != nil {
@@ -156,7 +208,7 @@ func replayRows(r *replayResult, errs map[string]string) []row {
 	for _, rep := range r.Runs {
 		def := rep.Results[0]
 		c := def.Cluster
-		jobs := "defaults, " + rep.BatchLifetime + " jobs"
+		jobs := "defaults, " + replay.ShortDuration(rep.BatchLifetime) + " jobs"
 		add(goals.ReplayCPUViolations.on(row{ID: "R1", What: "replay: CPU violations, usage + held > allocatable (% of node-intervals), " + jobs,
 			Measured: 100 * c.CPU.ViolationRate, Note: spreadNote(def.Spread.CPUViolationRate, 100, "%")}))
 		add(goals.ReplayRegularHarm.on(row{ID: "R1", What: "replay: regular harm, memory usage + held > allocatable (node-intervals), " + jobs,
@@ -165,9 +217,14 @@ func replayRows(r *replayResult, errs map[string]string) []row {
 			Measured: 100 * c.CPU.ReclaimedShare, Note: spreadNote(def.Spread.CPUReclaimed, 100, "%")}))
 		add(goals.ReplayReclaimed.on(row{ID: "R1", What: "replay: memory reclaimed (% of capacity left unused), " + jobs,
 			Measured: 100 * c.Memory.ReclaimedShare, Note: spreadNote(def.Spread.MemoryReclaimed, 100, "%")}))
-		add(goals.ReplayEvictions.on(row{ID: "R1", What: "replay: evictions per 100 batch pod-hours, " + jobs,
+		ev := row{ID: "R1", What: "replay: evictions per 100 batch pod-hours, " + jobs,
 			Measured: c.EvictionsPer100PodHours, Note: fmt.Sprintf("%d evictions in %.0f pod-hours, %d jobs completed; %s",
-				c.Evictions, c.BatchPodHours, c.Completed, spreadNote(def.Spread.EvictionsPer100PodHours, 1, ""))}))
+				c.Evictions, c.BatchPodHours, c.Completed, spreadNote(def.Spread.EvictionsPer100PodHours, 1, ""))}
+		if old, ok := r.RoomDip[replay.ShortDuration(rep.BatchLifetime)]; ok {
+			ev.Baseline = old.Evictions
+			ev.Note += fmt.Sprintf("; baseline: the room-dip controller it replaces, recorded at %s in %s (not this run)", old.Commit, benchmarksDoc)
+		}
+		add(goals.ReplayEvictions.on(ev))
 		add(row{ID: "R1", What: "replay: batch CPU shortfall (% of granted CPU regular demand took back), " + jobs,
 			Measured: 100 * c.CPUShortfall, Unit: "%", Note: spreadNote(def.Spread.CPUShortfall, 100, "%")})
 		add(goals.ReplayStatusFloor.on(row{ID: "R1", What: "replay: node-intervals with the status below what batch pods held, " + jobs,

@@ -3,8 +3,8 @@ package replay
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
+	"time"
 )
 
 // WriteTable prints the trace summary, the quirk counts and one row per
@@ -69,10 +69,14 @@ func spreadCell(s NodeSpread, f func(float64) string) string {
 	return fmt.Sprintf("%s / %s (%s)", f(s.Median), f(s.Worst), s.WorstNode)
 }
 
+// MarkdownHeader is the header row of WriteMarkdown's table; the last
+// column is the worst node's evictions per 100 pod-hours.
+const MarkdownHeader = "| policy | jobs | CPU reclaimed | CPU violations | CPU shortfall | memory reclaimed | regular harm | evictions per 100 pod-h | worst node |"
+
 // WriteMarkdown prints one row per contender of the figures docs/design.md
 // records: marked is the name of the shipped contender, set in bold.
 func WriteMarkdown(w io.Writer, reps []*Report, marked string) error {
-	if _, err := fmt.Fprintln(w, "| policy | jobs | CPU reclaimed | CPU violations | CPU shortfall | memory reclaimed | regular harm | evictions per 100 pod-h | worst node |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"); err != nil {
+	if _, err := fmt.Fprintln(w, MarkdownHeader+"\n| --- | --- | --- | --- | --- | --- | --- | --- | --- |"); err != nil {
 		return err
 	}
 	for _, rep := range reps {
@@ -82,7 +86,7 @@ func WriteMarkdown(w io.Writer, reps []*Report, marked string) error {
 				name = "**" + name + "**"
 			}
 			c := r.Cluster
-			if _, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %.2f | %.2f |\n", name, shortDuration(rep.BatchLifetime),
+			if _, err := fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %d | %.2f | %.2f |\n", name, ShortDuration(rep.BatchLifetime),
 				pct(c.CPU.ReclaimedShare), pct3(c.CPU.ViolationRate), pct(c.CPUShortfall), pct(c.Memory.ReclaimedShare),
 				c.RegularHarm, c.EvictionsPer100PodHours, r.Spread.EvictionsPer100PodHours.Worst); err != nil {
 				return err
@@ -92,9 +96,19 @@ func WriteMarkdown(w io.Writer, reps []*Report, marked string) error {
 	return nil
 }
 
-// shortDuration drops a duration's zero minutes and seconds: 1h, 8h, 90m.
-func shortDuration(s string) string {
-	return strings.TrimSuffix(strings.TrimSuffix(s, "0s"), "0m")
+// ShortDuration writes a whole number of hours or minutes without the zero
+// parts time.Duration prints: 1h0m0s is 1h, 1h30m0s is 90m.
+func ShortDuration(s string) string {
+	d, err := time.ParseDuration(s)
+	switch {
+	case err != nil || d <= 0:
+		return s
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
+	case d%time.Minute == 0:
+		return fmt.Sprintf("%dm", d/time.Minute)
+	}
+	return s
 }
 
 func pct3(f float64) string  { return fmt.Sprintf("%.3f%%", 100*f) }
