@@ -26,14 +26,15 @@ type allConfig struct {
 	schedRuns int
 	rss       rssConfig
 	scale     scaleConfig
-	// replayCharts: where the replay writes its charts (empty: none).
-	replayCharts string
+	// replay: the trace and where the replay writes its charts (empty: none).
+	replay replayConfig
 }
 
 func (c *allConfig) flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.output, "o", "bench-results.json", "write the results as JSON to this file (empty: do not write)")
 	fs.StringVar(&c.skip, "skip", "", "comma-separated parts to skip: gotest, webhook, scheduler, rss, scale, replay")
-	fs.StringVar(&c.replayCharts, "replay-charts", "", "write the replay's charts (replay-frontier.png, replay-timeline.png) to this directory, e.g. docs")
+	fs.StringVar(&c.replay.trace, "replay-trace", replayTrace, "the trace the replay reads (relative: from the repository root)")
+	fs.StringVar(&c.replay.charts, "replay-charts", "", "write the replay's charts (replay-frontier.png, replay-timeline.png) to this directory, e.g. docs")
 	fs.BoolVar(&c.quick, "quick", false, "small sizes and short runs to try the command out, overriding the size flags (the numbers mean little)")
 	c.webhook.flags(fs)
 	c.sched.flags(fs)
@@ -147,7 +148,7 @@ func runAll(ctx context.Context, cfg allConfig, out io.Writer) error {
 	var rp *replayResult
 	if !cfg.skipped("replay") {
 		section(out, "R replay of the shared trace through the policy")
-		if rp, err = runReplay(ctx, root, cfg.replayCharts, out); err != nil {
+		if rp, err = runReplay(ctx, root, cfg.replay, out); err != nil {
 			errs["replay"] = err.Error()
 			fmt.Fprintln(out, "error:", err)
 		}

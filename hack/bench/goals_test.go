@@ -92,19 +92,6 @@ func (e *tableError) Error() string {
 	return "goal table row with too few columns: " + e.line
 }
 
-// cells splits a markdown table row; nil when the line is not one.
-func cells(line string) []string {
-	line = strings.TrimSpace(line)
-	if !strings.HasPrefix(line, "|") {
-		return nil
-	}
-	parts := strings.Split(strings.Trim(line, "|"), "|")
-	for i := range parts {
-		parts[i] = strings.TrimSpace(parts[i])
-	}
-	return parts
-}
-
 func TestDesignGoalTableMatchesTheCodesGoals(t *testing.T) {
 	b, err := os.ReadFile(designDoc)
 	if err != nil {

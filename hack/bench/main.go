@@ -81,12 +81,14 @@ func run() int {
 		_ = fs.Parse(args)
 		_, err = runScale(ctx, cfg, os.Stdout)
 	case "replay":
-		charts := fs.String("charts", "", "write the charts to this directory (e.g. docs)")
+		var rc replayConfig
+		fs.StringVar(&rc.charts, "charts", "", "write the charts to this directory (e.g. docs)")
+		fs.StringVar(&rc.trace, "trace", replayTrace, "the trace to replay (relative: from the repository root)")
 		_ = fs.Parse(args)
 		var root string
 		if root, err = cluster.RepoRoot(); err == nil {
 			var r *replayResult
-			if r, err = runReplay(ctx, root, *charts, os.Stdout); err == nil {
+			if r, err = runReplay(ctx, root, rc, os.Stdout); err == nil {
 				renderTable(os.Stdout, describeMachine(), replayRows(r, nil))
 			}
 		}

@@ -23,10 +23,12 @@ type history struct {
 	Step              time.Duration
 	DecreaseThreshold float64
 	TimelineNode      string
+	BatchLifetime     time.Duration
 }
 
 func (h *history) addFlags(fs *pflag.FlagSet) {
 	h.NodeCPU, h.NodeMem, h.Step, h.DecreaseThreshold = "32", "128Gi", replay.DefaultStep, replay.DefaultConfig().DecreaseThreshold
+	h.BatchLifetime = replay.DefaultConfig().BatchLifetime
 	fs.StringVar(&h.File, "history", h.File, "Replay this CSV of per-pod usage samples (gzip accepted) through the policy instead of reading the cluster; "+
 		"columns pod,time,cpu_request,memory_request,cpu_usage,memory_usage[,node] or the Bitbrains GWA-T-12 columns. "+
 		"Prints reclaimed share, violations and evictions per policy (-f, --compare) beside the baselines (docs/design.md, Replay).")
@@ -34,7 +36,8 @@ func (h *history) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&h.NodeMem, "node-memory", h.NodeMem, "With --history: allocatable memory of every node.")
 	fs.DurationVar(&h.Step, "step", h.Step, "With --history: the replay's cycle; samples move to the next multiple of it.")
 	fs.Float64Var(&h.DecreaseThreshold, "decrease-threshold", h.DecreaseThreshold, "With --history: the publisher's --decrease-threshold.")
-	fs.StringVar(&h.TimelineNode, "timeline-node", h.TimelineNode, "With --history and -o json: the node whose timeline the report carries (default: the first).")
+	fs.StringVar(&h.TimelineNode, "timeline-node", h.TimelineNode, "With --history and -o json: the node whose timeline the report carries (default: the busiest).")
+	fs.DurationVar(&h.BatchLifetime, "batch-lifetime", h.BatchLifetime, "With --history: how long the replay's batch jobs run unless evicted.")
 }
 
 func (h *history) node() (reclaimable.Resources, error) {
@@ -70,6 +73,9 @@ func (s *SimulateOptions) runHistory(ctx context.Context) error {
 	if s.History.DecreaseThreshold < 0 || s.History.DecreaseThreshold >= 1 {
 		errs = append(errs, fmt.Errorf("--decrease-threshold must be in [0,1), got %v", s.History.DecreaseThreshold))
 	}
+	if s.History.BatchLifetime < s.History.Step {
+		errs = append(errs, fmt.Errorf("--batch-lifetime %s is shorter than --step %s", s.History.BatchLifetime, s.History.Step))
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
@@ -102,6 +108,7 @@ func (s *SimulateOptions) runHistory(ctx context.Context) error {
 	cfg.DecreaseThreshold = s.History.DecreaseThreshold
 	cfg.MetricsStaleAfter = s.MetricsStaleAfter
 	cfg.TimelineNode = s.History.TimelineNode
+	cfg.BatchLifetime = s.History.BatchLifetime
 	rep, err := replay.Run(ctx, tr, contenders, cfg)
 	if err != nil {
 		return err

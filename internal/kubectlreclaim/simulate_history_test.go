@@ -92,6 +92,7 @@ func TestSimulateHistoryRejectsFlagsItCannotHonour(t *testing.T) {
 		{"yaml", []string{"-o", "yaml"}, `not "yaml"`},
 		{"node cpu", []string{"--node-cpu", "lots"}, "--node-cpu: want a positive quantity"},
 		{"decrease threshold", []string{"--decrease-threshold", "1"}, "--decrease-threshold must be in [0,1)"},
+		{"jobs shorter than a step", []string{"--batch-lifetime", "1m"}, "--batch-lifetime 1m0s is shorter than --step 5m0s"},
 		{"malformed file", []string{"--history", "../replay/testdata/malformed.csv"}, "line 3"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

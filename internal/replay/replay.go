@@ -12,10 +12,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	validationfield "k8s.io/apimachinery/pkg/util/validation/field"
 	testingclock "k8s.io/utils/clock/testing"
@@ -55,30 +52,47 @@ type Config struct {
 	// Period is the publisher's --period, from which the eviction grace
 	// defaults (two periods).
 	Period time.Duration
-	// Eviction are the controller's options; the mode is always dry-run
-	// (nothing is evicted, the victims are counted and leave the replay).
+	// Eviction are the controller's options; on runs as dry-run (nothing is
+	// evicted, the victims are counted and leave the replay), off evicts
+	// nothing.
 	Eviction eviction.Options
-	// BatchLifetime is how long a batch pod runs before it completes and
-	// gives its room back (unless evicted first).
+	// BatchLifetime is how long a batch job runs before it completes and
+	// gives its room back, unless evicted first.
 	BatchLifetime time.Duration
+	// BatchPod is the largest batch pod: free room is filled with as many
+	// pods as the larger of free CPU ÷ BatchPod CPU and free memory ÷
+	// BatchPod memory (rounded down), sharing the free room equally; room
+	// smaller than one pod on both resources waits.
+	BatchPod reclaimable.Resources
+	// Outages are times during which no usage sample reaches the publisher
+	// (metrics-server down): the policy sees its samples go stale.
+	Outages []Outage
 	// TimelineNode is the node whose timeline the report keeps, under the
-	// first contender; empty: the first node.
+	// first contender; empty: the busiest node (the largest mean usage, as
+	// a share of allocatable, of CPU and memory together).
 	TimelineNode string
 }
+
+// Outage is a time without usage samples, from From (included) to To
+// (excluded).
+type Outage struct{ From, To time.Time }
+
+// DefaultBatchPod is the replay's default batch pod: one core and 4 GiB,
+// the shape of the trace's nodes (32 cores, 128 GiB).
+var DefaultBatchPod = reclaimable.Resources{CPUMilli: 1000, MemoryBytes: 4 << 30}
 
 // DefaultConfig is the publisher's defaults.
 func DefaultConfig() Config {
 	return Config{DecreaseThreshold: 0.10, Refresh: reclaimable.DefaultRefreshInterval,
 		MetricsStaleAfter: reclaimable.DefaultMetricsStaleAfter, Period: 15 * time.Second, Eviction: eviction.NewOptions(),
-		BatchLifetime: time.Hour}
+		BatchLifetime: time.Hour, BatchPod: DefaultBatchPod}
 }
 
 // contenderState is one contender's view of the cluster.
 type contenderState struct {
 	c     Contender
 	calc  policy.Calculator
-	ctrl  *eviction.Controller
-	rec   *victimRecorder
+	ev    *evictor
 	nodes []nodeState
 	res   *Result
 }
@@ -86,9 +100,10 @@ type contenderState struct {
 // nodeState is what one node carries under one contender.
 type nodeState struct {
 	published *policy.Published
-	status    *reclaimable.Resources
+	status    reclaimable.Resources
 	// room is the annotation's room: in force until the next write.
 	room  reclaimable.Resources
+	stale bool
 	batch []*policyinput.Pod
 	held  reclaimable.Resources
 	seq   int
@@ -97,13 +112,17 @@ type nodeState struct {
 
 // Run replays tr under every contender. The trace's pods are the regular
 // work; batch pods are placed by the replay to fill each node's room
-// whenever it rises, and evicted by the eviction controller.
+// whenever it rises, run their lifetime and leave earlier only when the
+// eviction controller evicts them.
 func Run(ctx context.Context, tr *Trace, contenders []Contender, cfg Config) (*Report, error) {
 	if len(contenders) == 0 {
 		return nil, errors.New("no policy to replay")
 	}
 	if cfg.BatchLifetime < tr.Step {
 		return nil, fmt.Errorf("the batch pods' lifetime %s is shorter than the step %s", cfg.BatchLifetime, tr.Step)
+	}
+	if cfg.BatchPod.CPUMilli <= 0 || cfg.BatchPod.MemoryBytes <= 0 {
+		return nil, fmt.Errorf("the batch pod %v must ask some CPU and some memory", cfg.BatchPod)
 	}
 	if len(tr.Nodes) == 0 {
 		return nil, errors.New("the trace places no pod on a node")
@@ -146,18 +165,31 @@ func historyAge(contenders []Contender, cfg Config) (time.Duration, error) {
 	return age, nil
 }
 
-// timelineNode is the index of the node whose timeline the report keeps.
+// timelineNode is the index of the node whose timeline the report keeps:
+// the one named, or the busiest.
 func timelineNode(tr *Trace, cfg Config) (int, error) {
-	timeline := 0
-	for i, n := range tr.Nodes {
-		if n.Name == cfg.TimelineNode {
-			timeline = i
+	if cfg.TimelineNode != "" {
+		for i, n := range tr.Nodes {
+			if n.Name == cfg.TimelineNode {
+				return i, nil
+			}
 		}
-	}
-	if cfg.TimelineNode != "" && tr.Nodes[timeline].Name != cfg.TimelineNode {
 		return 0, fmt.Errorf("--timeline-node %q: no such node", cfg.TimelineNode)
 	}
-	return timeline, nil
+	busiest, most := 0, -1.0
+	for i, n := range tr.Nodes {
+		var load float64
+		for _, p := range n.Pods {
+			for j := range tr.Pods[p].Kind {
+				load += float64(tr.Pods[p].CPU[j])/float64(n.Allocatable.CPUMilli) +
+					float64(tr.Pods[p].Memory[j])/float64(n.Allocatable.MemoryBytes)
+			}
+		}
+		if load > most {
+			busiest, most = i, load
+		}
+	}
+	return busiest, nil
 }
 
 // run is one replay in progress.
@@ -200,16 +232,12 @@ func newRun(tr *Trace, contenders []Contender, cfg Config, age time.Duration, ti
 // dry-run, on the replay's clock; the first contender keeps the timeline.
 func (r *run) newContenderState(c Contender, first bool) *contenderState {
 	tr := r.tr
-	st := &contenderState{c: c, nodes: make([]nodeState, len(tr.Nodes)), rec: &victimRecorder{}}
-	opts := r.cfg.Eviction
-	opts.Mode = eviction.ModeDryRun
-	nodeIdx := map[string]int{}
+	st := &contenderState{c: c, nodes: make([]nodeState, len(tr.Nodes))}
+	nodeIdx := make(map[string]int, len(tr.Nodes))
 	for j, n := range tr.Nodes {
 		nodeIdx[n.Name] = j
 	}
-	st.ctrl = eviction.New(eviction.Config{Options: opts, Period: r.cfg.Period, MetricsStaleAfter: r.cfg.MetricsStaleAfter, Clock: r.clk,
-		Pods: func(node string) []*policyinput.Pod { return st.nodes[nodeIdx[node]].batch }}, prometheus.NewRegistry())
-	st.ctrl.SetRecorder(st.rec)
+	st.ev = newEvictor(r.cfg, r.clk, func(node string) []*policyinput.Pod { return st.nodes[nodeIdx[node]].batch })
 	st.res = &Result{Name: c.Name, Describe: c.Describe, Baseline: c.Baseline || c.Formula != nil, Nodes: make([]NodeResult, len(tr.Nodes))}
 	if first {
 		st.res.Timeline = &Timeline{Node: tr.Nodes[r.timeline].Name, Start: tr.Start, Step: tr.Step,
@@ -218,28 +246,30 @@ func (r *run) newContenderState(c Contender, first bool) *contenderState {
 	return st
 }
 
-// step replays step k: the usage of that instant, completed batch pods, the
-// judgement of the room in force since the previous step, each contender's
+// step replays step k: the usage of that instant, the judgement of what was
+// in force since the previous step, completed batch jobs, each contender's
 // new room, then evictions and new batch pods.
 func (r *run) step(ctx context.Context, k int) {
 	now := r.tr.Start.Add(time.Duration(k) * r.tr.Step)
 	r.clk.SetTime(now)
 	r.recordUsage(k, now)
-	// Batch pods that ran their lifetime have completed.
-	lifetime := int64(r.cfg.BatchLifetime / time.Second)
-	for _, st := range r.states {
-		for n := range st.nodes {
-			st.nodes[n].removeBatch(func(b *policyinput.Pod) bool { return now.Unix()-b.Created >= lifetime })
-		}
-	}
-	// The room written at the previous step was in force until now:
-	// judge it against the usage that followed.
+	// The room written and the batch pods there at the previous step were
+	// in force until now: judge them against the usage that followed.
 	if k > 0 {
 		for _, st := range r.states {
 			for n := range r.tr.Nodes {
 				ns := &st.nodes[n]
-				ns.acc.interval(ns.room, r.usage[n], r.tr.Nodes[n].Allocatable)
+				ns.acc.interval(span{room: ns.room, held: ns.held, status: ns.status, pods: len(ns.batch), stale: ns.stale},
+					r.usage[n], r.tr.Nodes[n].Allocatable)
 			}
+		}
+	}
+	// Batch jobs that ran their lifetime have completed.
+	lifetime := int64(r.cfg.BatchLifetime / time.Second)
+	for _, st := range r.states {
+		for n := range st.nodes {
+			ns := &st.nodes[n]
+			ns.acc.completed += ns.removeBatch(func(b *policyinput.Pod) bool { return now.Unix()-b.Created >= lifetime })
 		}
 	}
 	for n := range r.tr.Nodes {
@@ -251,13 +281,24 @@ func (r *run) step(ctx context.Context, k int) {
 	r.asm.Prune(now)
 }
 
-// recordUsage adds the samples of step k to the history: each pod's, and
-// each node's as the sum of its pods'.
+// inOutage reports whether no usage sample reaches the publisher at now.
+func (r *run) inOutage(now time.Time) bool {
+	for _, o := range r.cfg.Outages {
+		if !now.Before(o.From) && now.Before(o.To) {
+			return true
+		}
+	}
+	return false
+}
+
+// recordUsage sets each node's usage at step k (the sum of its pods') and
+// adds the samples to the history unless metrics are out.
 func (r *run) recordUsage(k int, now time.Time) {
 	tr := r.tr
+	out := r.inOutage(now)
 	hist := r.asm.History()
 	for i, p := range tr.Pods {
-		if j := k - p.First; p.Node >= 0 && j >= 0 && j < len(p.Kind) && p.Kind[j] != kindGap {
+		if j := k - p.First; !out && p.Node >= 0 && j >= 0 && j < len(p.Kind) && p.Kind[j] != kindGap {
 			hist.AddPod(r.keys[i], policy.Sample{Time: now, CPUMilli: p.CPU[j], MemoryBytes: p.Memory[j]})
 		}
 	}
@@ -271,8 +312,10 @@ func (r *run) recordUsage(k int, now time.Time) {
 			}
 		}
 		r.usage[n] = u
-		r.base[n].push(u, req)
-		hist.AddNode(tr.Nodes[n].Name, policy.Sample{Time: now, CPUMilli: u.CPUMilli, MemoryBytes: u.MemoryBytes})
+		if !out {
+			r.base[n].push(u, req)
+			hist.AddNode(tr.Nodes[n].Name, policy.Sample{Time: now, CPUMilli: u.CPUMilli, MemoryBytes: u.MemoryBytes})
+		}
 	}
 }
 
@@ -287,46 +330,44 @@ func (r *run) decideNode(k, n int, now time.Time) {
 		}
 	}
 	in, _ := r.asm.Node(node.Name, node.Allocatable, node.Allocatable, r.present)
+	out := r.inOutage(now)
 	for _, st := range r.states {
 		ns := &st.nodes[n]
 		var res policy.Result
 		threshold := policy.DefaultChangeThreshold
 		ev := policy.DefaultEviction()
-		if st.c.Settings != nil {
+		switch {
+		case st.c.Settings != nil:
 			res = st.calc.Compute(&in, *st.c.Settings, now, r.cfg.MetricsStaleAfter)
-			threshold = st.c.Settings.ChangeThreshold
-			ev = st.c.Settings.Eviction
-		} else {
+			threshold, ev = st.c.Settings.ChangeThreshold, st.c.Settings.Eviction
+		case out:
+			// A baseline has no rule for stale data: the publisher's applies.
+			res = policy.Result{ZeroReason: policy.ZeroReasonStale}
+		default:
 			res = policy.Result{Resources: st.c.Formula.Room(node.Allocatable, &r.base[n]), MetricsTime: now}
 		}
-		// The trace measures the regular pods; the replay's batch pods
-		// have no usage of their own yet, so they add none.
-		obs := eviction.Measure(&in, res, ns.held, ev, now, r.cfg.MetricsStaleAfter, nil)
-		st.ctrl.Observe(obs)
-		d := policy.Decide(policy.Observed{Published: ns.published, Status: ns.status, Held: ns.held}, res.Resources, now,
+		st.ev.observe(eviction.Measure(&in, res, ns.held, ev, now, r.cfg.MetricsStaleAfter, st.ev.buf), ns.batch, r.usage[n], node.Allocatable)
+		d := policy.Decide(policy.Observed{Published: ns.published, Status: &ns.status, Held: ns.held}, res.Resources, now,
 			policy.Gate{ChangeThreshold: threshold, DecreaseThreshold: r.cfg.DecreaseThreshold, Refresh: r.cfg.Refresh})
 		if d.WriteAnnotation {
 			ns.published = &policy.Published{Values: d.Values, Held: d.Held, WriteTime: now}
 			ns.acc.writes++
 		}
 		if d.WriteStatus {
-			s := d.Status
-			ns.status = &s
+			ns.status = d.Status
 		}
-		ns.room = d.Values
+		ns.room, ns.stale = d.Values, res.ZeroReason != ""
 	}
 }
 
 // evictAndFill runs the contender's eviction controller, removes its
-// victims, fills each node's free room with a new batch pod and extends the
+// victims, fills each node's free room with new batch pods and extends the
 // timeline.
 func (r *run) evictAndFill(ctx context.Context, st *contenderState, now time.Time) {
-	st.rec.victims = st.rec.victims[:0]
-	st.ctrl.Act(ctx)
 	var evicted map[types.UID]bool
-	if len(st.rec.victims) > 0 {
-		evicted = make(map[types.UID]bool, len(st.rec.victims))
-		for _, v := range st.rec.victims {
+	if victims := st.ev.act(ctx); len(victims) > 0 {
+		evicted = make(map[types.UID]bool, len(victims))
+		for _, v := range victims {
 			evicted[v] = true
 		}
 	}
@@ -335,22 +376,39 @@ func (r *run) evictAndFill(ctx context.Context, st *contenderState, now time.Tim
 		if len(evicted) > 0 {
 			ns.acc.evictions += ns.removeBatch(func(b *policyinput.Pod) bool { return evicted[b.UID] })
 		}
-		// Batch work fills whatever room is free.
-		if free := (reclaimable.Resources{CPUMilli: max(ns.room.CPUMilli-ns.held.CPUMilli, 0),
-			MemoryBytes: max(ns.room.MemoryBytes-ns.held.MemoryBytes, 0)}); !free.IsZero() {
-			ns.seq++
-			name := fmt.Sprintf("%s-%d", r.tr.Nodes[n].Name, ns.seq)
-			ns.batch = append(ns.batch, &policyinput.Pod{Namespace: "batch", Name: name, UID: types.UID("batch/" + name),
-				NodeName: r.tr.Nodes[n].Name, Reclaimed: free, Created: now.Unix(), Started: now.Unix()})
-			ns.held = ns.held.Add(free)
-		}
+		r.fill(ns, r.tr.Nodes[n].Name, now)
 	}
 	if tl := st.res.Timeline; tl != nil {
-		ev := st.nodes[r.timeline].acc.evictions
+		ns := &st.nodes[r.timeline]
 		tl.Usage = append(tl.Usage, r.usage[r.timeline])
-		tl.Room = append(tl.Room, st.nodes[r.timeline].room)
-		tl.Evictions = append(tl.Evictions, ev-tl.total)
-		tl.total = ev
+		tl.Room = append(tl.Room, ns.room)
+		tl.Held = append(tl.Held, ns.held)
+		tl.Evictions = append(tl.Evictions, ns.acc.evictions-tl.total)
+		tl.total = ns.acc.evictions
+	}
+}
+
+// fill places batch pods on the room the node has free, as the extender
+// would: pods of at most about Config.BatchPod, sharing the free room
+// equally, never beyond the room.
+func (r *run) fill(ns *nodeState, node string, now time.Time) {
+	free := reclaimable.Resources{CPUMilli: max(ns.room.CPUMilli-ns.held.CPUMilli, 0),
+		MemoryBytes: max(ns.room.MemoryBytes-ns.held.MemoryBytes, 0)}
+	pods := max(free.CPUMilli/r.cfg.BatchPod.CPUMilli, free.MemoryBytes/r.cfg.BatchPod.MemoryBytes)
+	for i := range pods {
+		// The remainders go one unit each to the first pods.
+		share := reclaimable.Resources{CPUMilli: free.CPUMilli / pods, MemoryBytes: free.MemoryBytes / pods}
+		if i < free.CPUMilli%pods {
+			share.CPUMilli++
+		}
+		if i < free.MemoryBytes%pods {
+			share.MemoryBytes++
+		}
+		ns.seq++
+		name := fmt.Sprintf("%s-%d", node, ns.seq)
+		ns.batch = append(ns.batch, &policyinput.Pod{Namespace: "batch", Name: name, UID: types.UID("batch/" + name),
+			NodeName: node, Reclaimed: share, Created: now.Unix(), Started: now.Unix()})
+		ns.held = ns.held.Add(share)
 	}
 }
 
@@ -375,36 +433,18 @@ func (ns *nodeState) removeBatch(gone func(*policyinput.Pod) bool) int {
 // report measures every contender over the whole replay.
 func (r *run) report() *Report {
 	tr := r.tr
-	rep := &Report{Trace: summarize(tr)}
+	rep := &Report{Trace: summarize(tr), BatchLifetime: r.cfg.BatchLifetime.String()}
 	for _, st := range r.states {
 		var cluster accumulator
 		for n := range st.nodes {
 			acc := &st.nodes[n].acc
 			acc.finish()
-			st.res.Nodes[n] = NodeResult{Name: tr.Nodes[n].Name, Pods: len(tr.Nodes[n].Pods), Measures: acc.measures(tr.Nodes[n].Allocatable, tr.Step)}
+			st.res.Nodes[n] = NodeResult{Name: tr.Nodes[n].Name, Pods: len(tr.Nodes[n].Pods), Measures: acc.measures(tr.Step)}
 			cluster.add(acc)
 		}
-		st.res.Cluster = cluster.measures(tr.Nodes[0].Allocatable, tr.Step)
+		st.res.Cluster = cluster.measures(tr.Step)
+		st.res.Spread = spread(st.res.Nodes)
 		rep.Results = append(rep.Results, *st.res)
 	}
 	return rep
-}
-
-// victimRecorder takes the controller's Events: a dry-run Event on a Pod
-// names a pod the controller chose, which the replay then removes as the
-// Eviction API would have.
-type victimRecorder struct{ victims []types.UID }
-
-func (r *victimRecorder) Event(obj runtime.Object, _, reason, _ string) {
-	if ref, ok := obj.(*corev1.ObjectReference); ok && ref.Kind == "Pod" && reason == eviction.ReasonDryRun {
-		r.victims = append(r.victims, ref.UID)
-	}
-}
-
-func (r *victimRecorder) Eventf(obj runtime.Object, eventtype, reason, _ string, _ ...any) {
-	r.Event(obj, eventtype, reason, "")
-}
-
-func (r *victimRecorder) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, _ string, _ ...any) {
-	r.Event(obj, eventtype, reason, "")
 }

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"reflect"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -169,52 +171,244 @@ func exactSettings() policy.Settings {
 	return s
 }
 
-func TestRunMeasuresAViolationLastingThreeSteps(t *testing.T) {
-	// One node of 10 CPUs/10Gi, one pod using 2, 2, 5, 6, 7, 2 CPUs and 1Gi.
-	// The room written at each step is 10 - usage: 8, 8, 5, 4, 3, 8 CPUs, 9Gi.
-	// Intervals 1..5 (room of the step before + usage):
-	//   8+2=10 ok; 8+5=13 over by 3; 5+6=11 over by 1; 4+7=11 over by 1; 3+2=5 ok.
-	// CPU: 3 violations of 5, excess 30%, 10%, 10% (mean 1/6, max 30%), one
-	// episode of 3 steps (15m); room 8+8+5+4+3=28 over unused 8+5+4+3+8=28.
-	// Memory: room 9Gi x 5 over unused 9Gi x 5, no violation.
-	// Batch pods fill the room: b1 8 CPUs at step 0; from step 2 it holds
-	// more than the room, which stops placement and evicts nothing (a dip
-	// of the room is not pressure, and memory stays at 1Gi of 10Gi).
-	// Writes: initial, held-changed (b1), decreased x3, changed: 6.
-	node := reclaimable.Resources{CPUMilli: 10000, MemoryBytes: 10 * gi}
-	tr := readTestdata(t, "violation.csv", node)
-	s := exactSettings()
-	cfg := DefaultConfig()
-	cfg.DecreaseThreshold = 0
-	cfg.Period = 5 * time.Minute
-	rep, err := Run(context.Background(), tr, []Contender{{Name: "exact", Settings: &s}}, cfg)
+// traceOf is a one-pod trace on a node of 10 CPUs and 10Gi: the pod
+// requests the whole node and uses cpu[k] CPUs and mem[k] Gi at step k
+// (5m steps).
+func traceOf(t *testing.T, cpu, mem []int64) *Trace {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("pod,time,cpu_request,memory_request,cpu_usage,memory_usage,node\n")
+	for k := range cpu {
+		fmt.Fprintf(&b, "web,%d,10,10Gi,%d,%dGi,n1\n", 1700000100+300*k, cpu[k], mem[k])
+	}
+	tr, err := Read(strings.NewReader(b.String()), Options{Node: reclaimable.Resources{CPUMilli: 10000, MemoryBytes: 10 * gi}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := rep.Results[0].Cluster
-	want := Measures{NodeIntervals: 5, Writes: 6, Evictions: 0,
-		CPU: ResourceMeasures{MeanRoom: 5600, ReclaimedShare: 1, Violations: 3, ViolationRate: 0.6,
-			MeanExcess: 0.5 / 3, MaxExcess: 0.3, Episodes: 1, MeanEpisode: "15m0s", LongestEpisode: "15m0s", meanSteps: 3, maxSteps: 3},
-		Memory: ResourceMeasures{MeanRoom: float64(9 * gi), ReclaimedShare: 1, MeanEpisode: "0s", LongestEpisode: "0s"}}
-	if math.Abs(got.CPU.MeanExcess-want.CPU.MeanExcess) < 1e-12 {
-		got.CPU.MeanExcess = want.CPU.MeanExcess
+	return tr
+}
+
+// exactConfig writes every decrease, runs batch jobs for 8h, places pods
+// of at most 2 CPUs and 4.5Gi and evicts nothing: what is measured is what
+// batch pods hold, whatever the room does.
+func exactConfig() Config {
+	cfg := DefaultConfig()
+	cfg.DecreaseThreshold = 0
+	cfg.Period = 5 * time.Minute
+	cfg.BatchLifetime = 8 * time.Hour
+	cfg.BatchPod = reclaimable.Resources{CPUMilli: 2000, MemoryBytes: 9 * gi / 2}
+	cfg.Eviction.Mode = eviction.ModeOff
+	return cfg
+}
+
+func TestRunMeasuresWhatBatchPodsHold(t *testing.T) {
+	// The room written at each step is 10 - usage (exactSettings). At step
+	// 0 it is 8 CPUs and 9Gi: four batch pods of 2 CPUs and 2.25Gi fill it
+	// and keep it to the end, since nothing evicts them.
+	for _, tc := range []struct {
+		name     string
+		cpu, mem []int64
+		modify   func(*Config, *Trace)
+		want     Measures
+	}{{
+		// CPU 2, 2, 5, 6, 7, 2: intervals 1..5 judge usage + 8 held:
+		// 10 ok; 13, 14, 15 over by 3, 4, 5; 10 ok. The room fell to 5, 4
+		// and 3 meanwhile, which the published measure would have used.
+		// Shortfall 12 of 40 granted; unused 8+5+4+3+8 = 28, all of it held
+		// and usable (min(8, unused)); the room in force 8+8+5+4+3 = 28.
+		name: "CPU over what is held although the room fell",
+		cpu:  []int64{2, 2, 5, 6, 7, 2}, mem: []int64{1, 1, 1, 1, 1, 1},
+		want: Measures{NodeIntervals: 5, CPUShortfall: 0.3, BatchPodHours: 20.0 / 12, Writes: 6,
+			CPU: ResourceMeasures{MeanRoom: 5600, MeanHeld: 8000, ReclaimedShare: 1, PublishedShare: 1, Violations: 3, ViolationRate: 0.6,
+				MeanExcess: 0.4, MaxExcess: 0.5, Episodes: 1, MeanEpisode: "15m0s", LongestEpisode: "15m0s", meanSteps: 3, maxSteps: 3},
+			Memory: ResourceMeasures{MeanRoom: float64(9 * gi), MeanHeld: float64(9 * gi), ReclaimedShare: 1, PublishedShare: 1,
+				MeanEpisode: "0s", LongestEpisode: "0s"}},
+	}, {
+		// Memory 1, 1, 6, 1, 1, 1 against 9Gi held: one interval at 15Gi,
+		// over by 5Gi, is regular harm; unused 9+4+9+9+9 = 40, usable
+		// 9+4+9+9+9 (min(9, unused)) = 40; room in force 9, 9, 4, 9, 9.
+		// Writes: the first, what is held, the decrease, the increase and
+		// the refresh 10m later.
+		name: "memory over what is held is regular harm",
+		cpu:  []int64{2, 2, 2, 2, 2, 2}, mem: []int64{1, 1, 6, 1, 1, 1},
+		want: Measures{NodeIntervals: 5, BatchPodHours: 20.0 / 12, Writes: 5, RegularHarm: 1, RegularHarmRate: 0.2,
+			CPU: ResourceMeasures{MeanRoom: 8000, MeanHeld: 8000, ReclaimedShare: 1, PublishedShare: 1, MeanEpisode: "0s", LongestEpisode: "0s"},
+			Memory: ResourceMeasures{MeanRoom: float64(8 * gi), MeanHeld: float64(9 * gi), ReclaimedShare: 1, PublishedShare: 1,
+				Violations: 1, ViolationRate: 0.2, MeanExcess: 0.5, MaxExcess: 0.5, Episodes: 1, MeanEpisode: "5m0s", LongestEpisode: "5m0s",
+				meanSteps: 1, maxSteps: 1}},
+	}, {
+		// Jobs of 10m: the four placed at step 0 complete at step 2, four
+		// more run from 2 to 4, four more from 4: 8 completed, 4 pods held
+		// over each of the 5 intervals. What is held, as the publisher sees
+		// it before placing, changes at every step: 6 writes.
+		name: "batch jobs complete after their lifetime and are replaced",
+		cpu:  []int64{2, 2, 2, 2, 2, 2}, mem: []int64{1, 1, 1, 1, 1, 1},
+		modify: func(c *Config, _ *Trace) { c.BatchLifetime = 10 * time.Minute },
+		want: Measures{NodeIntervals: 5, BatchPodHours: 20.0 / 12, Writes: 6, Completed: 8,
+			CPU: ResourceMeasures{MeanRoom: 8000, MeanHeld: 8000, ReclaimedShare: 1, PublishedShare: 1, MeanEpisode: "0s", LongestEpisode: "0s"},
+			Memory: ResourceMeasures{MeanRoom: float64(9 * gi), MeanHeld: float64(9 * gi), ReclaimedShare: 1, PublishedShare: 1,
+				MeanEpisode: "0s", LongestEpisode: "0s"}},
+	}, {
+		// No sample reaches the publisher at steps 2 and 3: the room is a
+		// stale zero in force over intervals 3 and 4, the status stays at
+		// what is held (the floor), the pods stay, and the room is back at
+		// step 4. Room in force 8, 8, 0, 0, 8 of unused 8 x 5.
+		name: "a metrics outage zeroes the room and keeps the batch pods",
+		cpu:  []int64{2, 2, 2, 2, 2, 2}, mem: []int64{1, 1, 1, 1, 1, 1},
+		modify: func(c *Config, tr *Trace) {
+			c.Outages = []Outage{{From: tr.Start.Add(10 * time.Minute), To: tr.Start.Add(20 * time.Minute)}}
+			c.Eviction.Mode = eviction.ModeOn
+		},
+		want: Measures{NodeIntervals: 5, BatchPodHours: 20.0 / 12, Writes: 4, StaleIntervals: 2,
+			CPU: ResourceMeasures{MeanRoom: 4800, MeanHeld: 8000, ReclaimedShare: 1, PublishedShare: 0.6, MeanEpisode: "0s", LongestEpisode: "0s"},
+			Memory: ResourceMeasures{MeanRoom: float64(27*gi) / 5, MeanHeld: float64(9 * gi), ReclaimedShare: 1, PublishedShare: 0.6,
+				MeanEpisode: "0s", LongestEpisode: "0s"}},
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := traceOf(t, tc.cpu, tc.mem)
+			cfg := exactConfig()
+			if tc.modify != nil {
+				tc.modify(&cfg, tr)
+			}
+			s := exactSettings()
+			rep, err := Run(context.Background(), tr, []Contender{{Name: "exact", Settings: &s}}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := rep.Results[0].Cluster
+			roundFloats(&got, &tc.want)
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("measures\n got %+v\nwant %+v", got, tc.want)
+			}
+			if n := rep.Results[0].Nodes; len(n) != 1 || !reflect.DeepEqual(n[0].Measures, rep.Results[0].Cluster) {
+				t.Errorf("the one node's measures %+v differ from the cluster's", n)
+			}
+			if _, err := json.Marshal(rep); err != nil {
+				t.Errorf("the report does not encode: %v", err)
+			}
+		})
 	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("measures\n got %+v\nwant %+v", got, want)
+}
+
+// roundFloats sets got's floats to want's where they agree to 1e-12.
+func roundFloats(got, want *Measures) {
+	for _, p := range [][2]*float64{{&got.CPUShortfall, &want.CPUShortfall}, {&got.BatchPodHours, &want.BatchPodHours},
+		{&got.CPU.MeanExcess, &want.CPU.MeanExcess}, {&got.Memory.MeanExcess, &want.Memory.MeanExcess},
+		{&got.EvictionsPer100PodHours, &want.EvictionsPer100PodHours}, {&got.Memory.MeanRoom, &want.Memory.MeanRoom}} {
+		if math.Abs(*p[0]-*p[1]) < 1e-12*max(1, math.Abs(*p[1])) {
+			*p[0] = *p[1]
+		}
 	}
-	if n := rep.Results[0].Nodes; len(n) != 1 || !reflect.DeepEqual(n[0].Measures, got) {
-		t.Errorf("the one node's measures %+v differ from the cluster's", n)
+}
+
+func TestRunFillsTheRoomWithPodsOfAtMostTheBatchShape(t *testing.T) {
+	// Room 8 CPUs and 9Gi (usage 2 CPUs, 1Gi). Pods of at most 2 CPUs and
+	// 4.5Gi: four (8 ÷ 2 beats 9 ÷ 4.5), each 2 CPUs and 2.25Gi. Pods of
+	// at most 3 CPUs and 1Gi: nine (9 ÷ 1 beats 8 ÷ 3), 1Gi each, the CPU
+	// shared as 889m for eight of them and 888m for the last. Pods of 16
+	// CPUs and 16Gi: none, the room waits.
+	for _, tc := range []struct {
+		name  string
+		shape reclaimable.Resources
+		pods  int
+	}{
+		{"CPU decides", reclaimable.Resources{CPUMilli: 2000, MemoryBytes: 9 * gi / 2}, 4},
+		{"memory decides", reclaimable.Resources{CPUMilli: 3000, MemoryBytes: gi}, 9},
+		{"larger than the room", reclaimable.Resources{CPUMilli: 16000, MemoryBytes: 16 * gi}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := exactConfig()
+			cfg.BatchPod = tc.shape
+			s := exactSettings()
+			rep, err := Run(context.Background(), traceOf(t, []int64{2, 2}, []int64{1, 1}), []Contender{{Name: "exact", Settings: &s}}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tl := rep.Results[0].Timeline
+			wantHeld := reclaimable.Resources{CPUMilli: 8000, MemoryBytes: 9 * gi}
+			if tc.pods == 0 {
+				wantHeld = reclaimable.Resources{}
+			}
+			if tl.Held[0] != wantHeld {
+				t.Errorf("held %v, want the room %v", tl.Held[0], wantHeld)
+			}
+			if got := rep.Results[0].Cluster.BatchPodHours * 12; math.Round(got) != float64(tc.pods) {
+				t.Errorf("%v pods over the one interval, want %d", got, tc.pods)
+			}
+		})
 	}
-	tl := rep.Results[0].Timeline
-	var rooms []int64
-	for _, r := range tl.Room {
-		rooms = append(rooms, r.CPUMilli)
+}
+
+func TestRunEvictsOnMeasuredMemoryPressureOnly(t *testing.T) {
+	// Batch pods hold 8 CPUs and 6Gi from step 0 (a memory margin of 30 %:
+	// the node's pods then use 7Gi of 10Gi, below pressure). The room dips
+	// to 0 when regular CPU use rises to the whole node: CPU is
+	// compressible, nothing is evicted. Regular memory rising to the whole node is pressure (the
+	// batch pods are counted at all the memory they hold): they are evicted,
+	// unless no sample reaches the publisher then (steps 1 to 4), since no
+	// data is not pressure.
+	for _, tc := range []struct {
+		name     string
+		cpu, mem []int64
+		outage   bool
+		evicts   bool
+	}{
+		{"CPU use takes the whole node", []int64{2, 10, 10, 10, 10, 2}, []int64{1, 1, 1, 1, 1, 1}, false, false},
+		{"memory use takes the whole node", []int64{2, 2, 2, 2, 2, 2}, []int64{1, 10, 10, 10, 10, 1}, false, true},
+		{"memory use takes the whole node, samples stale", []int64{2, 2, 2, 2, 2, 2}, []int64{1, 10, 10, 10, 10, 1}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := traceOf(t, tc.cpu, tc.mem)
+			cfg := exactConfig()
+			cfg.Eviction.Mode = eviction.ModeOn
+			if tc.outage {
+				cfg.Outages = []Outage{{From: tr.Start.Add(5 * time.Minute), To: tr.Start.Add(25 * time.Minute)}}
+			}
+			s := exactSettings()
+			s.Memory.Margin = 0.3
+			rep, err := Run(context.Background(), tr, []Contender{{Name: "exact", Settings: &s}}, cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := rep.Results[0].Cluster
+			if (c.Evictions > 0) != tc.evicts {
+				t.Errorf("%d evictions (stale intervals %d), want evictions=%v", c.Evictions, c.StaleIntervals, tc.evicts)
+			}
+			if c.StatusBelowHeld != 0 {
+				t.Errorf("the status was below what batch pods held on %d node-intervals", c.StatusBelowHeld)
+			}
+		})
 	}
-	if want := []int64{8000, 8000, 5000, 4000, 3000, 8000}; !reflect.DeepEqual(rooms, want) || !reflect.DeepEqual(tl.Evictions, []int{0, 0, 0, 0, 0, 0}) {
-		t.Errorf("timeline rooms %v evictions %v, want %v and no eviction", rooms, tl.Evictions, want)
+}
+
+func TestSpreadIsTheMedianAndTheWorstNode(t *testing.T) {
+	nodes := func(vals ...float64) []NodeResult {
+		var out []NodeResult
+		for i, v := range vals {
+			out = append(out, NodeResult{Name: fmt.Sprintf("n%d", i), Measures: Measures{CPUShortfall: v}})
+		}
+		return out
 	}
-	if _, err := json.Marshal(rep); err != nil {
-		t.Errorf("the report does not encode: %v", err)
+	for _, tc := range []struct {
+		name     string
+		nodes    []NodeResult
+		lowWorst bool
+		want     NodeSpread
+	}{
+		{"odd count, the most is worst", nodes(0.3, 0.1, 0.2), false, NodeSpread{Median: 0.2, Worst: 0.3, WorstNode: "n0"}},
+		{"even count, the least is worst", nodes(0.4, 0.1, 0.2, 0.3), true, NodeSpread{Median: 0.25, Worst: 0.1, WorstNode: "n1"}},
+		{"one node", nodes(0.5), false, NodeSpread{Median: 0.5, Worst: 0.5, WorstNode: "n0"}},
+		{"no node", nil, false, NodeSpread{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := spreadOf(tc.nodes, func(m *Measures) float64 { return m.CPUShortfall }, tc.lowWorst)
+			if math.Abs(got.Median-tc.want.Median) < 1e-12 {
+				got.Median = tc.want.Median
+			}
+			if got != tc.want {
+				t.Errorf("spread %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }
 
