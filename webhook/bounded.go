@@ -158,3 +158,7 @@ func decodeReview(body []byte, v any) error {
 	}
 	return nil
 }
+
+// skipped is a JSON value that is checked and passed over without being
+// copied (see reviewJSON).
+type skipped struct{}

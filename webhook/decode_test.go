@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -342,5 +343,26 @@ func TestBodyBudgetBoundsTheBodiesHeldAtOnce(t *testing.T) {
 	// Everything taken was given back.
 	if !budget.TryAcquire(total) {
 		t.Error("the reviews did not give their budget back")
+	}
+}
+
+// A review read again for its envelope skips its object without copying
+// it, and still refuses an object that is not JSON.
+func TestEnvelopeSkipsTheObjectWithoutCopyingIt(t *testing.T) {
+	body := podReview(t, "CREATE", json.RawMessage(`{"spec":{"containers":[{"name":"c7"},`+strings.Repeat(`{},`, 500_000)+`{}]}}`))
+	var env envelope
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err := decodeReview(body, &env)
+	runtime.ReadMemStats(&after)
+	if err != nil || env.Request == nil || env.Request.UID != "uid-1" || env.Request.Resource.Resource != "pods" {
+		t.Fatalf("envelope %+v, error %v", env.Request, err)
+	}
+	if allocated := after.TotalAlloc - before.TotalAlloc; allocated > uint64(len(body))/8 {
+		t.Errorf("reading the envelope of a %d-byte review allocated %d bytes", len(body), allocated)
+	}
+	broken := bytes.Replace(body, []byte(`{"name":"c7"}`), []byte(`{"name":}`), 1)
+	if err := decodeReview(broken, &env); err == nil {
+		t.Error("an object that is not JSON was skipped without an error")
 	}
 }

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	jsoniter "github.com/json-iterator/go"
 	"github.com/sirupsen/logrus"
@@ -92,6 +94,9 @@ type mutator[O any] interface {
 var reviewJSON = func() jsoniter.API {
 	api := jsoniter.Config{CaseSensitive: true, ValidateJsonRawMessage: true}.Froze()
 	api.RegisterExtension(&boundsExtension{})
+	// A skipped value is checked and passed over, never copied: the object
+	// of a review read again for its envelope may be megabytes.
+	jsoniter.RegisterTypeDecoderFunc(reflect.TypeFor[skipped]().String(), func(_ unsafe.Pointer, it *jsoniter.Iterator) { it.Skip() })
 	return api
 }()
 
@@ -305,9 +310,9 @@ func (s *reviewServer[O, P]) objectKind(o *O) string {
 	return P(o).GetObjectKind().GroupVersionKind().Kind
 }
 
-// envelope is a review with its object left undecoded, read again when the
-// full decode fails.
-type envelope = admissionReview[json.RawMessage]
+// envelope is a review with its object skipped, read again when the full
+// decode fails.
+type envelope = admissionReview[skipped]
 
 // malformed answers a body the full decode rejected. json-iterator decodes
 // in document order and keeps what it decoded before an error, and the
@@ -368,7 +373,7 @@ func (s *reviewServer[O, P]) unprocessedAnswer(w http.ResponseWriter, st *review
 }
 
 // retype returns req's envelope without its object, typed for mutator[O].
-func retype[O any](req *admissionRequest[json.RawMessage]) *admissionRequest[O] {
+func retype[O any](req *admissionRequest[skipped]) *admissionRequest[O] {
 	return &admissionRequest[O]{
 		UID: req.UID, Kind: req.Kind, Resource: req.Resource, SubResource: req.SubResource,
 		Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
