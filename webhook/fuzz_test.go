@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"reflect"
 	"testing"
 	"unicode/utf8"
 
@@ -15,6 +16,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
+	"github.com/kube-reclaim/kube-reclaim/test/benchfixture"
 )
 
 // FuzzHandler drives the whole HTTP handler (router, body limit, decoding,
@@ -101,7 +103,7 @@ func checkFuzzAnswer(t *testing.T, th testHandler, path string, body []byte) {
 			if path != PodPath {
 				t.Fatalf("denied: %s", rec.Body)
 			}
-			if st := out.Response.Status; st == nil || st.Message == "" || (st.Code != 403 && st.Code != 500) || out.Response.Patch != nil {
+			if st := out.Response.Status; st == nil || st.Message == "" || (st.Code != 403 && st.Code != 422 && st.Code != 500) || out.Response.Patch != nil {
 				t.Fatalf("denial without a code, a message, or with a patch: %s", rec.Body)
 			}
 			return
@@ -156,4 +158,53 @@ func checkFuzzAnswer(t *testing.T, th testHandler, path string, body []byte) {
 			}
 		}
 	}
+}
+
+// FuzzDecodeReview drives the bounded decoding of node and pod reviews
+// (bounded.go) with arbitrary bodies: it never panics, what it decodes is
+// within every bound, and on a body the apiserver's decoder
+// (sigs.k8s.io/json) also reads, a successful decode reads the same
+// object.
+func FuzzDecodeReview(f *testing.F) {
+	f.Add(benchfixture.RealisticReview(testNames, testNow, true))
+	f.Add(reviewSpec{object: newNode("n1").setAnnotation(annKey, annotationValue(700, 800, testNow)).setLabel("a", "b").json(f)}.json(f))
+	f.Add(podReview(f, "CREATE", podJSON(regular, reclaimed2c4g)))
+	f.Add(podReview(f, "CREATE", json.RawMessage(`{"spec":{"overhead":{"cpu":"1"},"initContainers":[{"name":"s","restartPolicy":"Always","resources":{"claims":[{"name":"g"}]}}],"containers":[`+items(257, `{"name":"c%d"}`)+`]}}`)))
+	f.Add(reviewSpec{object: json.RawMessage(`{"metadata":{"labels":null,"annotations":{}},"status":{"capacity":{` + items(1025, `"r%d":"1"`) + `}}}`)}.json(f))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		var node admissionReview[nodeObject]
+		nodeErr := decodeReview(body, &node)
+		var pod admissionReview[podObject]
+		podErr := decodeReview(body, &pod)
+		if nodeErr == nil && node.Request != nil && node.Request.Object != nil {
+			o := node.Request.Object
+			if o.Metadata != nil && (len(o.Metadata.Labels) > 4096 || len(o.Metadata.Annotations) > 4096) ||
+				o.Status != nil && (len(o.Status.Capacity) > 1024 || len(o.Status.Allocatable) > 1024) {
+				t.Fatalf("node decoded past a bound: %q", body)
+			}
+		}
+		if podErr == nil && pod.Request != nil && pod.Request.Object != nil {
+			o := pod.Request.Object
+			within := len(o.Metadata.Labels) <= 4096 && len(o.Metadata.Annotations) <= 4096 && len(o.Spec.Overhead) <= 64 &&
+				len(o.Spec.Containers) <= 256 && len(o.Spec.InitContainers) <= 256
+			for _, c := range append(append([]podContainer{}, o.Spec.InitContainers...), o.Spec.Containers...) {
+				r := c.Resources
+				within = within && len(r.Requests) <= 64 && len(r.Limits) <= 64 && len(r.Claims) <= 64
+			}
+			if !within {
+				t.Fatalf("pod decoded past a bound: %q", body)
+			}
+		}
+		if !utf8.Valid(body) || !json.Valid(body) {
+			return
+		}
+		var refNode admissionReview[nodeObject]
+		if nodeErr == nil && sigsjson.UnmarshalCaseSensitivePreserveInts(body, &refNode) == nil && !reflect.DeepEqual(node, refNode) {
+			t.Fatalf("node review read differently:\n%+v\nthe apiserver's decoder:\n%+v", node, refNode)
+		}
+		var refPod admissionReview[podObject]
+		if podErr == nil && sigsjson.UnmarshalCaseSensitivePreserveInts(body, &refPod) == nil && !reflect.DeepEqual(pod, refPod) {
+			t.Fatalf("pod review read differently:\n%+v\nthe apiserver's decoder:\n%+v", pod, refPod)
+		}
+	})
 }

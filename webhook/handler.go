@@ -8,7 +8,7 @@ import (
 
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
-	corev1 "k8s.io/api/core/v1"
+	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
@@ -39,6 +39,10 @@ type Handler struct {
 
 	inflight *inflight
 	bufs     sync.Pool // *bytes.Buffer for request bodies
+	// budget bounds the body bytes held at once (readBody); made at the
+	// first request, from the slots and MaxRequestBytes.
+	budgetOnce sync.Once
+	budget     *semaphore.Weighted
 }
 
 // SetMaxInFlight bounds the reviews read and decoded at once, nodes and
@@ -75,7 +79,7 @@ func NewHandler(names reclaimable.Names, staleAfter time.Duration, alive func(ti
 	h.pods = &podMutator{names: names, metrics: h.metrics}
 	// The pod route fails closed like its failurePolicy: a pod it cannot
 	// process is refused rather than run without limits.
-	pods := &reviewServer[corev1.Pod, *corev1.Pod]{h: h, gk: schema.GroupKind{Kind: "Pod"}, mutator: h.pods, durations: h.metrics.pods, failClosed: true,
+	pods := &reviewServer[podObject, *podObject]{h: h, gk: schema.GroupKind{Kind: "Pod"}, mutator: h.pods, durations: h.metrics.pods, failClosed: true,
 		route: RoutePods, timeout: time.Duration(PodTimeoutSeconds) * time.Second}
 	h.router.Handle(PodPath, rm.Wrap(PodPath, pods)).Methods(http.MethodPost)
 	return h

@@ -8,7 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// DefaultMaxInFlight bounds the reviews read and decoded at once. The
+// DefaultMaxInFlight bounds the reviews decoded at once. The
 // handler is CPU-bound and short, so a couple of slots per core keep the cores
 // busy; each slot may hold a body of up to --max-request-bytes and its
 // decoded object, so the bound is also what caps the webhook's memory
@@ -19,11 +19,14 @@ const DefaultMaxInFlight = 4
 const (
 	WaitServed   = "served"    // a slot freed in time; the review was served
 	WaitTimedOut = "timed-out" // no slot in time: node reviews allowed unchanged, pod reviews refused
+	// WaitNoBudget: the body could not be read in time because the body
+	// budget stayed spent; answered as timed-out.
+	WaitNoBudget = "no-budget"
 )
 
-// peekBytes is how much of a body is read, without a slot, to answer a
-// review that found no slot: the apiserver writes kind, apiVersion and
-// request.uid first.
+// peekBytes is how much of a body is looked at to answer a review that
+// found no slot: the apiserver writes kind, apiVersion and request.uid
+// first.
 const peekBytes = 4 << 10
 
 // inflight is a counting semaphore over the review routes, shared by nodes
@@ -62,12 +65,15 @@ func (f *inflight) release() { <-f.slots }
 
 // reviewTimeout is the time the apiserver gives this call: it sends the
 // webhook's timeoutSeconds as the timeout query parameter (for example
-// "2s"); fallback when it is absent or not a positive duration.
-func reviewTimeout(r *http.Request, fallback time.Duration) time.Duration {
+// "2s"). It is clamped to the route's own timeoutSeconds, routeTimeout
+// (also the value when the parameter is absent or not a positive
+// duration): the parameter comes from whoever calls, and a longer one
+// would let a caller hold a connection and its reads as long as it likes.
+func reviewTimeout(r *http.Request, routeTimeout time.Duration) time.Duration {
 	if d, err := time.ParseDuration(r.URL.Query().Get("timeout")); err == nil && d > 0 {
-		return d
+		return min(d, routeTimeout)
 	}
-	return fallback
+	return routeTimeout
 }
 
 // peekEnvelope reads the apiVersion and request.uid of a review from the

@@ -38,10 +38,13 @@ const (
 
 // Error kinds, the label of the errors counter.
 const (
-	ErrBodyTooLarge         = "body-too-large"
-	ErrReadBody             = "read-body"
-	ErrNotAdmissionReview   = "not-admission-review"
-	ErrMalformed            = "malformed"
+	ErrBodyTooLarge       = "body-too-large"
+	ErrReadBody           = "read-body"
+	ErrNotAdmissionReview = "not-admission-review"
+	ErrMalformed          = "malformed"
+	// ErrTooManyItems: an array or map of the object past its bound
+	// (bounded.go); a node review is allowed unchanged, a pod refused.
+	ErrTooManyItems         = "too-many-items"
 	ErrNoRequest            = "no-request"
 	ErrWrongKind            = "wrong-kind"
 	ErrNoObject             = "no-object"
@@ -124,10 +127,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Namespace: "kube_reclaim",
 			Subsystem: "webhook",
 			Name:      "in_flight_reviews",
-			Help:      "Reviews being read, decoded or answered now, nodes and pods together; at most --max-in-flight.",
+			Help:      "Reviews being decoded or answered now, nodes and pods together; at most --max-in-flight.",
 		}),
 		waits: counterVec("in_flight_waits_total",
-			"Reviews that found all --max-in-flight slots taken, by route (nodes, pods) and result: served (a slot freed within half the call's timeout) or timed-out (node reviews allowed unchanged, pod reviews refused with 429).",
+			"Reviews that found all --max-in-flight slots taken, by route (nodes, pods) and result: served (a slot freed within half the call's timeout) or timed-out (node reviews allowed unchanged, pod reviews refused with 429); no-budget: the body could not be read in time because the bytes of bodies held at once were at their bound (answered as timed-out).",
 			"route", "result"),
 	}
 	reg.MustRegister(m.duration, m.podDuration, m.patches, m.stale, m.clamped, m.errors, m.denials, m.inFlight, m.waits)
@@ -141,7 +144,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 // zeroSeries makes every series visible from the start, at zero.
 func (m *metrics) zeroSeries() {
 	for _, route := range []string{RouteNodes, RoutePods} {
-		for _, result := range []string{WaitServed, WaitTimedOut} {
+		for _, result := range []string{WaitServed, WaitTimedOut, WaitNoBudget} {
 			m.waits.WithLabelValues(route, result)
 		}
 	}
@@ -155,7 +158,7 @@ func (m *metrics) zeroSeries() {
 	for _, r := range []string{ResourceCPU, ResourceMemory} {
 		m.clamped.WithLabelValues(r)
 	}
-	for _, k := range []string{ErrBodyTooLarge, ErrReadBody, ErrNotAdmissionReview, ErrMalformed, ErrNoRequest,
+	for _, k := range []string{ErrBodyTooLarge, ErrReadBody, ErrNotAdmissionReview, ErrMalformed, ErrTooManyItems, ErrNoRequest,
 		ErrWrongKind, ErrNoObject, ErrPanic, ErrEncode, ErrInvalidOversellRatio, ErrInvalidOversellRec, ErrRewriteUnpatched} {
 		m.errors.WithLabelValues(k)
 	}

@@ -25,16 +25,16 @@ type nodeObject struct {
 
 type nodeMeta struct {
 	Name        string            `json:"name"`
-	Labels      map[string]string `json:"labels"`
-	Annotations map[string]string `json:"annotations"`
+	Labels      map[string]string `json:"labels" maxItems:"4096"`
+	Annotations map[string]string `json:"annotations" maxItems:"4096"`
 }
 
 // nodeStatus keeps resource values as the strings stored: a value is
 // compared by quantity only where the webhook writes it, and a spelling it
 // cannot parse must not make the whole review undecodable.
 type nodeStatus struct {
-	Capacity    map[string]string `json:"capacity"`
-	Allocatable map[string]string `json:"allocatable"`
+	Capacity    map[string]string `json:"capacity" maxItems:"1024"`
+	Allocatable map[string]string `json:"allocatable" maxItems:"1024"`
 }
 
 // nodeMutator sets the reclaimed resources (and the opt-in native oversell)
@@ -80,16 +80,6 @@ func (h *nodeMutator) logOnce(node, place, key, value string) bool {
 	}
 	h.invalidLogged[id] = v
 	return true
-}
-
-// maxLoggedValue bounds a node-written value repeated in a log line.
-const maxLoggedValue = 256
-
-func truncated(s string) string {
-	if len(s) <= maxLoggedValue {
-		return s
-	}
-	return s[:maxLoggedValue] + "...(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 func newNodeMutator(names reclaimable.Names, staleAfter time.Duration, alive func(time.Time) bool, m *metrics) *nodeMutator {
@@ -164,7 +154,7 @@ func (h *nodeMutator) judgeNode(nodeName string, annotations map[string]string) 
 	if !f.Fresh {
 		h.metrics.stale.WithLabelValues(f.Reason).Inc()
 		if logrus.IsLevelEnabled(logrus.DebugLevel) {
-			logrus.WithFields(logrus.Fields{"node": truncated(nodeName), "reason": f.Reason, "detail": f.Detail,
+			logrus.WithFields(logrus.Fields{"node": truncated(nodeName), "reason": f.Reason, "detail": truncated(f.Detail),
 				"heldCPU": f.Held.CPUMilli, "heldMemory": f.Held.MemoryBytes}).Debug("no room; injecting what reclaimed pods held")
 		}
 	}
@@ -324,13 +314,13 @@ func quantityIs(m map[string]string, key string, want int64, wantStr string) boo
 func (h *nodeMutator) reportOversellProblems(node string, ov *oversellChange) {
 	if ov.badRecord != nil {
 		h.metrics.errors.WithLabelValues(ErrInvalidOversellRec).Inc()
-		logrus.WithError(ov.badRecord).WithFields(logrus.Fields{"node": truncated(node), "annotation": OversellRecordAnnotation(h.names)}).
+		logrus.WithFields(logrus.Fields{"node": truncated(node), "annotation": OversellRecordAnnotation(h.names), logrus.ErrorKey: truncated(ov.badRecord.Error())}).
 			Warn("oversell record annotation is not valid; treating the current allocatable as raw")
 	}
 	for _, inv := range ov.invalid {
 		h.metrics.errors.WithLabelValues(ErrInvalidOversellRatio).Inc()
 		if h.logOnce(node, inv.where, inv.key, inv.value) { // log once per node, place and value
-			logrus.WithError(inv.err).WithFields(logrus.Fields{"node": truncated(node), inv.where: inv.key, "value": truncated(inv.value)}).
+			logrus.WithFields(logrus.Fields{"node": truncated(node), inv.where: truncated(inv.key), "value": truncated(inv.value), logrus.ErrorKey: truncated(inv.err.Error())}).
 				Warn("ignoring invalid oversell ratio")
 		}
 	}

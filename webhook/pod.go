@@ -52,7 +52,7 @@ type podMutator struct {
 
 // handles reports whether the review is a pod CREATE (enforced) or an
 // in-place resize (UPDATE pods/resize, checked).
-func (m *podMutator) handles(req *admissionRequest[corev1.Pod]) bool {
+func (m *podMutator) handles(req *admissionRequest[podObject]) bool {
 	if req.Resource.Group != "" || req.Resource.Resource != "pods" {
 		return false
 	}
@@ -60,14 +60,18 @@ func (m *podMutator) handles(req *admissionRequest[corev1.Pod]) bool {
 		(req.Operation == admissionv1.Update && req.SubResource == "resize")
 }
 
-func (m *podMutator) mutate(req *admissionRequest[corev1.Pod]) ([]patchOp, error) {
-	if req.Operation == admissionv1.Update {
-		return nil, m.checkResize(req.Object)
+func (m *podMutator) mutate(req *admissionRequest[podObject]) ([]patchOp, error) {
+	return m.mutatePod(req.Operation, req.Namespace, req.Object.pod())
+}
+
+// mutatePod is mutate on a pod holding (at least) the fields of podObject.
+func (m *podMutator) mutatePod(op admissionv1.Operation, namespace string, orig *corev1.Pod) ([]patchOp, error) {
+	if op == admissionv1.Update {
+		return nil, m.checkResize(orig)
 	}
-	orig := req.Object
 	pod := orig.DeepCopy()
 	if m.rewriter != nil {
-		if err := m.rewriter.RewritePod(req.Namespace, pod); err != nil {
+		if err := m.rewriter.RewritePod(namespace, pod); err != nil {
 			return nil, &denial{reasons: []string{DenialRewrite}, message: err.Error()}
 		}
 		if err := rewroteOnlyPatchedFields(orig, pod); err != nil {

@@ -105,8 +105,8 @@ func (r *ProfileRewriter) RewritePod(namespace string, pod *corev1.Pod) error {
 		return fmt.Errorf("kube-reclaim profile %q cannot run this pod on reclaimed capacity: %w", p.Name, err)
 	}
 	r.rewrites.WithLabelValues(p.Name, ProfileRewritten).Inc()
-	logrus.WithFields(logrus.Fields{"namespace": namespace, "pod": podName(pod), "profile": p.Name,
-		"rewrite": pod.Annotations[r.names.ProfileRewrite]}).Debug("profile rewrote pod")
+	logrus.WithFields(logrus.Fields{"namespace": truncated(namespace), "pod": truncated(podName(pod)), "profile": p.Name,
+		"rewrite": truncated(pod.Annotations[r.names.ProfileRewrite])}).Debug("profile rewrote pod")
 	return nil
 }
 

@@ -2,18 +2,22 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
+	"unsafe"
 
 	jsoniter "github.com/json-iterator/go"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/semaphore"
 	admissionv1 "k8s.io/api/admission/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -85,7 +89,16 @@ type mutator[O any] interface {
 // review itself; validating all of it with json.Valid would add another
 // pass over the body, a large share of goal P1's CPU budget, to reject
 // input no caller sends.
-var reviewJSON = jsoniter.Config{CaseSensitive: true, ValidateJsonRawMessage: true}.Froze()
+//
+// Arrays and maps of the slim objects are bounded (bounded.go).
+var reviewJSON = func() jsoniter.API {
+	api := jsoniter.Config{CaseSensitive: true, ValidateJsonRawMessage: true}.Froze()
+	api.RegisterExtension(&boundsExtension{})
+	// A skipped value is checked and passed over, never copied: the object
+	// of a review read again for its envelope may be megabytes.
+	jsoniter.RegisterTypeDecoderFunc(reflect.TypeFor[skipped]().String(), func(_ unsafe.Pointer, it *jsoniter.Iterator) { it.Skip() })
+	return api
+}()
 
 // reviewServer serves one route: POST a review of kind gk.
 type reviewServer[O any, P reviewObject[O]] struct {
@@ -145,7 +158,7 @@ func (s *reviewServer[O, P]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if p := recover(); p != nil {
 			s.h.metrics.errors.WithLabelValues(ErrPanic).Inc()
-			logrus.WithFields(logrus.Fields{"uid": st.uid, "name": st.name, "panic": fmt.Sprint(p), "stack": string(debug.Stack()), "failClosed": s.failClosed}).
+			logrus.WithFields(logrus.Fields{"uid": truncated(string(st.uid)), "name": st.name, "panic": truncated(fmt.Sprint(p)), "stack": string(debug.Stack()), "failClosed": s.failClosed}).
 				Error("webhook panicked; answering without a patch")
 			if !st.answered {
 				s.unprocessedAnswer(w, &st, ErrPanic, fmt.Errorf("panic: %v", p))
@@ -157,74 +170,86 @@ func (s *reviewServer[O, P]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if s.h.tooLarge(w, r) {
 		return
 	}
-	// Every review waits for an in-flight slot before its body is read: the
-	// slots bound the bodies and decoded objects held at once, hence the
-	// webhook's memory, whatever is sent. A review waits at most half the
-	// time the apiserver gives the call (and never past the request's
-	// context), leaving the other half to read, decode and answer.
+	// The body is read first, under a short deadline, and only then does
+	// the review wait for an in-flight slot: a caller that sends headers
+	// and then nothing holds no slot, only its connection, until the
+	// deadline closes it. What bodies being read or waiting hold at once is
+	// bounded by the body budget (readBody). The timeout is the route's
+	// own, or shorter when the apiserver says so; never longer, whatever
+	// the caller says.
 	timeout := reviewTimeout(r, s.timeout)
-	ok, waited := s.h.inflight.acquire(r, timeout/2)
+	readBy := start.Add(timeout / 4)
+	// Not every ResponseWriter supports deadlines (httptest's does not);
+	// the server's ReadTimeout still holds, and the budget's wait ends at
+	// readBy.
+	_ = http.NewResponseController(w).SetReadDeadline(readBy)
+	body, release, err := s.h.readBody(w, r, readBy)
+	if err != nil {
+		if errors.Is(err, errBudget) {
+			s.h.metrics.waits.WithLabelValues(s.route, WaitNoBudget).Inc()
+			s.busy(w, body, &st, "the bytes of bodies held at once stayed at their bound")
+			outcome = OutcomeBusy
+		}
+		release()
+		return
+	}
+	defer release()
+	// The slots bound the objects decoded at once, and with the budget the
+	// webhook's memory, whatever is sent. A review waits for one until half
+	// the time the apiserver gives the call has passed (and never past the
+	// request's context), leaving the other half to decode and answer.
+	ok, waited := s.h.inflight.acquire(r, time.Until(start.Add(timeout/2)))
 	if waited {
 		s.h.metrics.waited(s.route, ok)
 	}
 	if !ok {
-		s.busy(w, r, &st)
+		s.busy(w, body, &st, fmt.Sprintf("all %d in-flight slots stayed busy", cap(s.h.inflight.slots)))
 		outcome = OutcomeBusy
 		return
 	}
 	defer s.h.inflight.release()
 	s.h.metrics.inFlight.Inc()
 	defer s.h.metrics.inFlight.Dec()
-	// A body that trickles in must not hold its slot past the time the
-	// apiserver waits for the answer. Not every ResponseWriter supports
-	// deadlines (httptest's does not); the server's ReadTimeout still holds.
-	_ = http.NewResponseController(w).SetReadDeadline(start.Add(timeout))
-	outcome = s.review(w, r, &st)
+	outcome = s.review(w, body, &st)
 }
 
-// busy answers a review that found no in-flight slot in time, from the
-// apiVersion and UID at the start of its body.
+// busy answers a review that could not be served in time (why says what
+// was spent), from the apiVersion and UID at the start of what was read of
+// its body.
 //
 // A node review is allowed unchanged, never refused: the node path must
 // never block a node status write, and it cannot be mutated either, since
-// mutating means reading and decoding the whole object, which is exactly
-// what the slots bound. Nothing is lost but freshness: the reclaimed values
+// mutating means decoding the whole object, which is exactly what the slots
+// and the budget bound. Nothing is lost but freshness: the reclaimed values
 // stored on the node survive writes that do not touch them (kubelet's and
 // kwok's status patches), and the next status write is mutated.
 //
 // A pod review is refused with 429, like every pod review the webhook
 // cannot process: admitting it would let a reclaimed pod run without its
 // limits, and the client may retry.
-func (s *reviewServer[O, P]) busy(w http.ResponseWriter, r *http.Request, st *reviewState) {
-	prefix := make([]byte, peekBytes)
-	n, _ := io.ReadFull(r.Body, prefix)
-	apiVersion, uid := peekEnvelope(prefix[:n])
+func (s *reviewServer[O, P]) busy(w http.ResponseWriter, body []byte, st *reviewState, why string) {
+	apiVersion, uid := peekEnvelope(body[:min(len(body), peekBytes)])
 	if apiVersion == admissionV1 || apiVersion == admissionV1beta1 {
 		st.apiVersion = apiVersion
 	}
 	st.uid = uid
-	msg := fmt.Sprintf("kube-reclaim webhook: all %d in-flight slots stayed busy", cap(s.h.inflight.slots))
+	msg := "kube-reclaim webhook: " + why
+	log := logrus.WithFields(logrus.Fields{"uid": truncated(string(uid)), "route": s.route})
 	if !s.failClosed {
-		logrus.WithFields(logrus.Fields{"uid": uid, "route": s.route}).Warn(msg + "; allowing the node review unchanged")
+		log.Warn(msg + "; allowing the node review unchanged")
 		s.h.answer(w, st, nil)
 		return
 	}
-	logrus.WithFields(logrus.Fields{"uid": uid, "route": s.route}).Warn(msg + "; refusing the pod")
+	log.Warn(msg + "; refusing the pod")
 	s.h.respond(w, st, &admissionv1.AdmissionResponse{UID: uid, Result: &metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests,
 		Message: msg + "; the " + strings.ToLower(s.gk.Kind) + " is refused rather than admitted without the limits the webhook sets: retry",
 	}})
 }
 
-func (s *reviewServer[O, P]) review(w http.ResponseWriter, r *http.Request, st *reviewState) string {
-	body, release, ok := s.h.readBody(w, r)
-	if !ok {
-		return OutcomeError
-	}
-	defer release()
-
+func (s *reviewServer[O, P]) review(w http.ResponseWriter, body []byte, st *reviewState) string {
 	var rv admissionReview[O]
-	if err := reviewJSON.Unmarshal(body, &rv); err != nil {
+	if err := decodeReview(body, &rv); err != nil {
 		return s.malformed(w, body, err, st)
 	}
 	if !isAdmissionReview(rv.APIVersion, rv.Kind) {
@@ -285,9 +310,9 @@ func (s *reviewServer[O, P]) objectKind(o *O) string {
 	return P(o).GetObjectKind().GroupVersionKind().Kind
 }
 
-// envelope is a review with its object left undecoded, read again when the
-// full decode fails.
-type envelope = admissionReview[json.RawMessage]
+// envelope is a review with its object skipped, read again when the full
+// decode fails.
+type envelope = admissionReview[skipped]
 
 // malformed answers a body the full decode rejected. json-iterator decodes
 // in document order and keeps what it decoded before an error, and the
@@ -296,6 +321,7 @@ type envelope = admissionReview[json.RawMessage]
 // with its UID; otherwise the body is not an AdmissionReview at all: 400.
 // A request the webhook does not mutate whose envelope decodes in full is
 // skipped rather than counted as malformed (its object may be of any shape).
+// An object past a bound (bounded.go) counts as ErrTooManyItems.
 func (s *reviewServer[O, P]) malformed(w http.ResponseWriter, body []byte, decodeErr error, st *reviewState) string {
 	var env envelope
 	envErr := reviewJSON.Unmarshal(body, &env)
@@ -312,7 +338,11 @@ func (s *reviewServer[O, P]) malformed(w http.ResponseWriter, body []byte, decod
 		s.h.answer(w, st, nil)
 		return OutcomeSkipped
 	}
-	s.unprocessed(w, st, ErrMalformed, decodeErr)
+	kind := ErrMalformed
+	if be := (*boundError)(nil); errors.As(decodeErr, &be) {
+		kind = ErrTooManyItems
+	}
+	s.unprocessed(w, st, kind, decodeErr)
 	return OutcomeError
 }
 
@@ -328,6 +358,13 @@ func (s *reviewServer[O, P]) unprocessedAnswer(w http.ResponseWriter, st *review
 		s.h.answer(w, st, nil)
 		return
 	}
+	if kind == ErrTooManyItems {
+		s.h.respond(w, st, &admissionv1.AdmissionResponse{UID: st.uid, Result: &metav1.Status{
+			Status: metav1.StatusFailure, Code: http.StatusUnprocessableEntity, Reason: metav1.StatusReasonInvalid,
+			Message: fmt.Sprintf("kube-reclaim refuses this %s: %v", strings.ToLower(s.gk.Kind), err),
+		}})
+		return
+	}
 	s.h.respond(w, st, &admissionv1.AdmissionResponse{UID: st.uid, Result: &metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusInternalServerError, Reason: metav1.StatusReasonInternalError,
 		Message: fmt.Sprintf("kube-reclaim could not process this %s (%s: %v); it is refused rather than admitted without the limits the webhook sets",
@@ -336,11 +373,24 @@ func (s *reviewServer[O, P]) unprocessedAnswer(w http.ResponseWriter, st *review
 }
 
 // retype returns req's envelope without its object, typed for mutator[O].
-func retype[O any](req *admissionRequest[json.RawMessage]) *admissionRequest[O] {
+func retype[O any](req *admissionRequest[skipped]) *admissionRequest[O] {
 	return &admissionRequest[O]{
 		UID: req.UID, Kind: req.Kind, Resource: req.Resource, SubResource: req.SubResource,
 		Name: req.Name, Namespace: req.Namespace, Operation: req.Operation,
 	}
+}
+
+// maxLoggedValue bounds a request-supplied string repeated in a log line.
+const maxLoggedValue = 256
+
+// truncated is the one way a string that came with a request (a name, a
+// UID, a value, a message or error that quotes them) goes into a log line:
+// a caller must not be able to make the webhook write megabytes per review.
+func truncated(s string) string {
+	if len(s) <= maxLoggedValue {
+		return s
+	}
+	return s[:maxLoggedValue] + "...(" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 func isAdmissionReview(apiVersion, kind string) bool {
@@ -370,33 +420,81 @@ func (h *Handler) tooLarge(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// readBody reads the request body into a pooled buffer, answering 413 or
-// 400 itself when it cannot (ok false). release returns the buffer; the body
-// must not be used after it.
-func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) (body []byte, release func(), ok bool) {
+// errBudget is a body that could not be read within its deadline because
+// the body budget stayed spent.
+var errBudget = errors.New("body budget spent")
+
+// readChunk is the part of the body budget a read takes before it reads:
+// a caller that stops sending holds one chunk at most beyond what it sent.
+const readChunk = 32 << 10
+
+// bodyBudget bounds the bytes of request bodies the webhook holds at once,
+// being read, waiting for a slot or being decoded: two bodies of the
+// largest size per slot. Bodies are read before a slot is taken, so without
+// it the number of connections would bound nothing.
+func (h *Handler) bodyBudget() *semaphore.Weighted {
+	h.budgetOnce.Do(func() {
+		h.budget = semaphore.NewWeighted(2 * int64(cap(h.inflight.slots)) * h.maxRequestBytes())
+	})
+	return h.budget
+}
+
+// readBody reads the request body into a pooled buffer until readBy,
+// answering 413 or 400 itself when it cannot; an error wrapping errBudget
+// is not answered, and body then holds what was read. release returns the
+// buffer and the budget; the body must not be used after it.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, readBy time.Time) (body []byte, release func(), err error) {
+	budget := h.bodyBudget()
+	var held int64
 	buf := h.bufs.Get().(*bytes.Buffer)
 	buf.Reset()
 	release = func() {
+		budget.Release(held)
+		held = 0
 		if buf.Cap() <= maxPooledBuffer {
 			h.bufs.Put(buf)
 		}
 	}
 	limit := h.maxRequestBytes()
-	if r.ContentLength > 0 && r.ContentLength <= limit {
-		buf.Grow(int(r.ContentLength) + bytes.MinRead)
-	}
-	if _, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit)); err != nil {
-		release()
+	ctx, cancel := context.WithDeadline(r.Context(), readBy)
+	defer cancel()
+	in := http.MaxBytesReader(w, r.Body, limit)
+	for {
+		// The first peekBytes are read without the budget, so that a review
+		// answered for want of budget still carries its UID: a connection
+		// holds that much anyway in net/http's own buffers. Past them the
+		// buffer grows only by what the budget granted; its doubling may
+		// take up to as much again, which the factor two allows for.
+		chunk := int64(peekBytes - buf.Len())
+		if chunk <= 0 {
+			chunk = readChunk
+			if err := budget.Acquire(ctx, chunk); err != nil {
+				return buf.Bytes(), release, fmt.Errorf("%w: %w", errBudget, err)
+			}
+			held += chunk
+		}
+		buf.Grow(int(chunk))
+		n, err := in.Read(buf.AvailableBuffer()[:chunk])
+		buf.Write(buf.AvailableBuffer()[:n])
+		if held > 0 {
+			budget.Release(chunk - int64(n))
+			held -= chunk - int64(n)
+		}
+		if err == io.EOF {
+			return buf.Bytes(), release, nil
+		}
+		if err == nil {
+			continue
+		}
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
 			h.fail(w, ErrBodyTooLarge, http.StatusRequestEntityTooLarge,
 				fmt.Sprintf("request body larger than %d bytes (--max-request-bytes)", limit), err)
-			return nil, nil, false
+			return nil, release, err
 		}
 		h.fail(w, ErrReadBody, http.StatusBadRequest, "reading request body: "+err.Error(), err)
-		return nil, nil, false
+		return nil, release, err
 	}
-	return buf.Bytes(), release, true
 }
 
 var jsonPatchType = admissionv1.PatchTypeJSONPatch
@@ -417,7 +515,7 @@ func (h *Handler) deny(w http.ResponseWriter, st *reviewState, d *denial) {
 	for _, r := range d.reasons {
 		h.metrics.denials.WithLabelValues(r).Inc()
 	}
-	logrus.WithFields(logrus.Fields{"uid": st.uid, "name": st.name, "reasons": d.reasons}).Info("denied: " + d.message)
+	logrus.WithFields(logrus.Fields{"uid": truncated(string(st.uid)), "name": st.name, "reasons": d.reasons}).Info("denied: " + truncated(d.message))
 	h.respond(w, st, &admissionv1.AdmissionResponse{UID: st.uid, Result: &metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusForbidden, Reason: metav1.StatusReasonForbidden, Message: d.message,
 	}})
@@ -452,7 +550,7 @@ func (h *Handler) problem(st *reviewState, kind string, err error, failClosed bo
 	if failClosed {
 		msg = "cannot mutate the object; denying the request"
 	}
-	logrus.WithError(err).WithFields(logrus.Fields{"uid": st.uid, "name": st.name, "kind": kind}).Warn(msg)
+	logrus.WithFields(logrus.Fields{"uid": truncated(string(st.uid)), "name": st.name, "kind": kind, logrus.ErrorKey: truncated(err.Error())}).Warn(msg)
 }
 
 // fail answers with an HTTP error (the apiserver applies failurePolicy Ignore).
@@ -460,8 +558,8 @@ func (h *Handler) fail(w http.ResponseWriter, kind string, code int, msg string,
 	h.metrics.errors.WithLabelValues(kind).Inc()
 	log := logrus.WithFields(logrus.Fields{"kind": kind, "code": code})
 	if err != nil && !strings.Contains(msg, err.Error()) {
-		log = log.WithError(err)
+		log = log.WithField(logrus.ErrorKey, truncated(err.Error()))
 	}
-	log.Warn(msg)
+	log.Warn(truncated(msg))
 	http.Error(w, msg, code)
 }
