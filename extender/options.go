@@ -254,7 +254,7 @@ func New(o *Options) (*Extender, error) {
 	}
 	reg := prometheus.NewRegistry()
 	e := &Extender{opts: o, health: serving.NewHealth(reg)}
-	if e.endpoints, err = o.Endpoints(client); err != nil {
+	if e.endpoints, err = o.Endpoints("kube-reclaim-extender"); err != nil {
 		return nil, err
 	}
 	e.core, err = newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,

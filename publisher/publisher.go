@@ -127,7 +127,7 @@ func New(o *Options) (*Publisher, error) {
 	logPolicyWarnings(file.Config())
 	file.OnReload = p.configReloaded
 	p.health = serving.NewHealth(reg)
-	if p.endpoints, err = o.Endpoints(client); err != nil {
+	if p.endpoints, err = o.Endpoints("kube-reclaim-publisher"); err != nil {
 		return nil, err
 	}
 	p.addReadyChecks()

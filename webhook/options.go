@@ -244,7 +244,7 @@ func New(o *Options) (*Webhook, error) {
 	w.handler.MaxRequestBytes = o.MaxRequestBytes
 	w.handler.SetMaxInFlight(o.MaxInFlight)
 	w.handler.SetOversell(o.Oversell)
-	if w.endpoints, err = o.Endpoints(w.client); err != nil {
+	if w.endpoints, err = o.Endpoints("kube-reclaim-webhook"); err != nil {
 		return nil, err
 	}
 	return w, nil

@@ -21,6 +21,9 @@ type goal struct {
 	// Phrase, when set, is how the table states a goal that has no number
 	// (Value is then 1 for "yes"); the test looks for the phrase instead.
 	Phrase string
+	// MedianOf, when set, puts the goal on the median of this many
+	// consecutive runs, not on each run; the table says "median of N".
+	MedianOf int
 }
 
 // goals is the one table of the thresholds in code. Every field is a goal:
@@ -40,8 +43,10 @@ var goals = struct {
 	WebhookThroughput: goal{Row: "P1", Op: atLeast, Value: 0.7, Relative: true},
 	WebhookP99:        goal{Row: "P1", Op: below, Value: 5, Unit: "ms"},
 
-	// Each of `make bench`'s consecutive runs is held to it.
-	SchedulingRatio: goal{Row: "P2", Op: atLeast, Value: 0.9, Relative: true},
+	// One run's ratio swings by more than the extender costs (the same
+	// phase repeated differs by up to a quarter): the median of consecutive
+	// runs is held to it (issue 39).
+	SchedulingRatio: goal{Row: "P2", Op: atLeast, Value: 0.9, Relative: true, MedianOf: 5},
 
 	Extender500:  goal{Row: "P3", Op: below, Value: 1, Unit: "ms"},
 	Extender5000: goal{Row: "P3", Op: below, Value: 5, Unit: "ms"},

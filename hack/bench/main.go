@@ -32,7 +32,8 @@ const usage = `usage: go run ./hack/bench <command> [flags]
 
 commands:
   webhook    P1: webhook HTTPS load at increasing rates, side by side with the baseline server
-  scheduler  P2: scheduling throughput through the extender vs native resources, real kube-scheduler
+  scheduler  P2: scheduling throughput through the extender vs native resources, real kube-scheduler,
+             judged on the median of consecutive runs (-scheduler-runs)
   rss        P4: publisher and extender RSS as real processes, against a fake API server holding 5000 nodes / 150,000 pods
   scale      P4: publisher and extender RSS and CPU as real processes on the real local control plane, 1000 kwok nodes / 20,000 pods
   replay     R: the shared real trace (../shared/traces) through the policy, beside the baselines (issue 30)
@@ -69,7 +70,7 @@ func run() int {
 		var cfg schedulerConfig
 		cfg.flags(fs)
 		_ = fs.Parse(args)
-		_, err = runScheduler(ctx, cfg, os.Stdout)
+		_, _, err = runSchedulerRuns(ctx, cfg, os.Stdout)
 	case "rss":
 		var cfg rssConfig
 		cfg.flags(fs)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"time"
 
 	"github.com/sirupsen/logrus"
 	"github.com/spf13/pflag"
@@ -32,6 +33,12 @@ type Common struct {
 	// too low for a 5000-node cluster.
 	QPS   float32
 	Burst int
+	// MetricsAuthQPS, MetricsAuthBurst and MetricsAuthMaxInFlight bound the
+	// TokenReviews and SubjectAccessReviews of the metrics server, sent by a
+	// client of their own: who calls /metrics decides how many are needed.
+	MetricsAuthQPS         float32
+	MetricsAuthBurst       int
+	MetricsAuthMaxInFlight int
 }
 
 // DefaultMetricsAddress is where /metrics is served by default, the port of
@@ -41,7 +48,10 @@ const DefaultMetricsAddress = ":8443"
 // DefaultCommon returns the defaults for a role whose health server listens on healthAddr.
 func DefaultCommon(healthAddr string) Common {
 	return Common{ResourceDomain: reclaimable.DefaultDomain, HealthAddress: healthAddr, MetricsAddress: DefaultMetricsAddress,
-		LogLevel: "info", LogFormat: "text", QPS: 50, Burst: 100}
+		LogLevel: "info", LogFormat: "text", QPS: 50, Burst: 100,
+		// A scraper's answers are cached for minutes: a few reviews a second
+		// serve many scrapers, and are all a flood of forged tokens gets.
+		MetricsAuthQPS: 5, MetricsAuthBurst: 10, MetricsAuthMaxInFlight: serving.DefaultMaxInFlightReviews}
 }
 
 // WithMetricsAddress returns c with another default --metrics-address, for a
@@ -63,6 +73,9 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: text or json.")
 	fs.Float32Var(&c.QPS, "kube-api-qps", c.QPS, "Queries per second allowed to the API server.")
 	fs.IntVar(&c.Burst, "kube-api-burst", c.Burst, "Burst of queries allowed to the API server.")
+	fs.Float32Var(&c.MetricsAuthQPS, "metrics-auth-qps", c.MetricsAuthQPS, "Queries per second of the metrics server's own API client, which sends the TokenReviews and SubjectAccessReviews of /metrics callers (apart from --kube-api-qps, so that callers never delay the role's own API calls).")
+	fs.IntVar(&c.MetricsAuthBurst, "metrics-auth-burst", c.MetricsAuthBurst, "Burst of queries of the metrics server's own API client.")
+	fs.IntVar(&c.MetricsAuthMaxInFlight, "metrics-auth-max-in-flight", c.MetricsAuthMaxInFlight, "Most TokenReviews and SubjectAccessReviews the metrics server sends at once; a request that needs one more is answered 429 (answers are cached, so scrapers rarely need one).")
 }
 
 // Validate checks the common flags; it returns every problem at once.
@@ -93,6 +106,9 @@ func (c *Common) Validate() error {
 	if c.QPS <= 0 || c.Burst <= 0 {
 		errs = append(errs, errors.New("--kube-api-qps and --kube-api-burst must be positive"))
 	}
+	if c.MetricsAuthQPS <= 0 || c.MetricsAuthBurst <= 0 || c.MetricsAuthMaxInFlight <= 0 {
+		errs = append(errs, errors.New("--metrics-auth-qps, --metrics-auth-burst and --metrics-auth-max-in-flight must be positive"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -121,20 +137,28 @@ func (c *Common) SetupLogging() {
 	routeKlog(logrus.StandardLogger())
 }
 
-// Endpoints returns where the role serves its probes and its metrics; client
-// sends the metrics server's TokenReviews and SubjectAccessReviews. A role
-// that has no client of its own passes nil: one is made from the kubeconfig
-// (or the in-cluster configuration) when the metrics server is on.
-func (c *Common) Endpoints(client kubernetes.Interface) (serving.Endpoints, error) {
+// Endpoints returns where the role serves its probes and its metrics. When
+// the metrics server is on, it gets an API client of its own for its
+// TokenReviews and SubjectAccessReviews, made from the kubeconfig (or the
+// in-cluster configuration) with userAgent + "/metrics-auth", the
+// --metrics-auth-* rate and its own connections: however many reviews the
+// callers of /metrics cause, the role's own client (its Lease renewals among
+// its calls) never waits behind them, in its rate limiter or on a shared
+// HTTP/2 connection.
+func (c *Common) Endpoints(userAgent string) (serving.Endpoints, error) {
 	e := serving.Endpoints{HealthAddress: c.HealthAddress, Metrics: serving.SecureMetrics{
-		Address: c.MetricsAddress, CertFile: c.MetricsTLSCertFile, KeyFile: c.MetricsTLSKeyFile, Client: client}}
-	if c.MetricsAddress == "" || client != nil {
+		Address: c.MetricsAddress, CertFile: c.MetricsTLSCertFile, KeyFile: c.MetricsTLSKeyFile, MaxInFlightReviews: c.MetricsAuthMaxInFlight}}
+	if c.MetricsAddress == "" {
 		return e, nil
 	}
-	cfg, err := c.RESTConfig("kube-reclaim-metrics-auth")
+	cfg, err := c.RESTConfig(userAgent + "/metrics-auth")
 	if err != nil {
 		return e, fmt.Errorf("--metrics-address: authenticating scrapers needs the API server (or --metrics-address= to turn metrics off): %w", err)
 	}
+	cfg.QPS, cfg.Burst = c.MetricsAuthQPS, c.MetricsAuthBurst
+	// A dialer of its own keeps client-go from sharing the role's cached
+	// transport, so the reviews travel on connections of their own.
+	cfg.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
 	if e.Metrics.Client, err = kubernetes.NewForConfig(cfg); err != nil {
 		return e, fmt.Errorf("--metrics-address: %w", err)
 	}

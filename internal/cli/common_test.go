@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/client-go/kubernetes"
+
 	"github.com/kube-reclaim/kube-reclaim/internal/serving/servingtest"
 )
 
@@ -19,6 +21,8 @@ func TestCommonValidateMetricsFlags(t *testing.T) {
 		{name: "metrics and probes on one address are refused", change: func(c *Common) { c.MetricsAddress = c.HealthAddress }, want: "their own port"},
 		{name: "a certificate without its key is refused", change: func(c *Common) { c.MetricsTLSCertFile = "tls.crt" }, want: "go together"},
 		{name: "a key without its certificate is refused", change: func(c *Common) { c.MetricsTLSKeyFile = "tls.key" }, want: "go together"},
+		{name: "a zero review rate is refused", change: func(c *Common) { c.MetricsAuthQPS = 0 }, want: "--metrics-auth-qps"},
+		{name: "no review in flight is refused", change: func(c *Common) { c.MetricsAuthMaxInFlight = 0 }, want: "--metrics-auth-max-in-flight"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := DefaultCommon(":8081")
@@ -50,12 +54,23 @@ func TestEndpointsMakeAReviewClient(t *testing.T) {
 			if tc.kubeconfig {
 				c.Kubeconfig = servingtest.NewReviewAPI(t).Kubeconfig
 			}
-			e, err := c.Endpoints(nil)
+			c.MetricsAuthQPS, c.MetricsAuthMaxInFlight = 3, 7
+			e, err := c.Endpoints("kube-reclaim-test")
 			if (err != nil) != (tc.wantErr != "") || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
-				t.Fatalf("Endpoints(nil) error = %v, want %q", err, tc.wantErr)
+				t.Fatalf("Endpoints error = %v, want %q", err, tc.wantErr)
 			}
 			if got := e.Metrics.Client != nil; got != tc.wantClient {
-				t.Errorf("client made: %v, want %v", got, tc.wantClient)
+				t.Fatalf("client made: %v, want %v", got, tc.wantClient)
+			}
+			if !tc.wantClient {
+				return
+			}
+			// The reviews have their own rate, not --kube-api-qps.
+			if got := e.Metrics.Client.(*kubernetes.Clientset).AuthenticationV1().RESTClient().GetRateLimiter().QPS(); got != 3 {
+				t.Errorf("review client QPS %v, want --metrics-auth-qps 3 (the role's is %v)", got, c.QPS)
+			}
+			if e.Metrics.MaxInFlightReviews != 7 {
+				t.Errorf("MaxInFlightReviews %d, want --metrics-auth-max-in-flight 7", e.Metrics.MaxInFlightReviews)
 			}
 		})
 	}

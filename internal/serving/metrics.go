@@ -28,16 +28,22 @@ const (
 	OutcomeNoToken      = "no-token"
 	OutcomeInvalidToken = "invalid-token"
 	OutcomeDenied       = "denied"
-	OutcomeAuthnError   = "authentication-error"
-	OutcomeAuthzError   = "authorization-error"
+	// OutcomeThrottled: the request needed a review and as many as the
+	// server may send were in flight (429).
+	OutcomeThrottled  = "throttled"
+	OutcomeAuthnError = "authentication-error"
+	OutcomeAuthzError = "authorization-error"
 )
 
 // Review results are cached, as kube-scheduler's secure port caches them,
 // so a scraper costs the API server one TokenReview and one
 // SubjectAccessReview per TTL rather than per scrape. A denial expires sooner
-// so that a newly bound ClusterRole takes effect quickly.
+// so that a newly bound ClusterRole takes effect quickly. A refused token is
+// cached too (as the API server's webhook authenticator caches failures), so
+// that one sent again and again costs one review.
 const (
 	authnCacheTTL    = 2 * time.Minute
+	authnRefusedTTL  = 30 * time.Second
 	authzAllowTTL    = 2 * time.Minute
 	authzDenyTTL     = 10 * time.Second
 	reviewTimeout    = 10 * time.Second
@@ -53,8 +59,15 @@ type SecureMetrics struct {
 	// CertFile and KeyFile hold the serving certificate, reloaded when they
 	// change; both empty: a self-signed certificate generated at start.
 	CertFile, KeyFile string
-	// Client sends the TokenReviews and SubjectAccessReviews.
+	// Client sends the TokenReviews and SubjectAccessReviews. It must be a
+	// client of its own (its own rate limit and connections, see
+	// cli.Common.Endpoints): callers of /metrics decide how many reviews
+	// are needed, and the role's own calls (its Lease renewals first) must
+	// never wait behind them.
 	Client kubernetes.Interface
+	// MaxInFlightReviews caps the reviews sent at once; a request that
+	// needs one more is answered 429. 0: DefaultMaxInFlightReviews.
+	MaxInFlightReviews int
 }
 
 // metricsServer builds the metrics server of m and its TLS configuration;
@@ -68,7 +81,7 @@ func (h *Health) metricsServer(ctx context.Context, m SecureMetrics) (*http.Serv
 		return nil, nil, err
 	}
 	r := mux.NewRouter()
-	r.Handle(MetricsPath, NewAuthorizedHandler(NewReviewer(m.Client), h.reg,
+	r.Handle(MetricsPath, NewAuthorizedHandler(NewReviewer(m.Client, m.MaxInFlightReviews, h.reg), h.reg,
 		promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{Registry: h.reg}))).Methods(http.MethodGet)
 	return NewServer(m.Address, r), TLSConfig(getCert), nil
 }

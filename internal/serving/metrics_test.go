@@ -95,6 +95,7 @@ func TestMetricsNeedAnAuthorizedToken(t *testing.T) {
 		`kube_reclaim_metrics_requests_total{outcome="no-token"} 1`,
 		`kube_reclaim_metrics_requests_total{outcome="invalid-token"} 1`,
 		`kube_reclaim_metrics_requests_total{outcome="denied"} 1`,
+		`kube_reclaim_metrics_requests_total{outcome="throttled"} 0`,
 		`kube_reclaim_metrics_requests_total{outcome="authentication-error"} 0`,
 		`kube_reclaim_metrics_requests_total{outcome="authorization-error"} 0`,
 	} {

@@ -4,12 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,48 +21,149 @@ import (
 	"k8s.io/client-go/kubernetes"
 )
 
-// reviewCacheSize bounds each cache: forged tokens are cached as rejected
-// too, so that a flood of them costs LRU evictions rather than memory.
+// reviewCacheSize bounds each cache. Refused tokens have a cache of their
+// own: a flood of forged tokens then costs LRU evictions among forged
+// tokens, and never pushes out a scraper's accepted token, which would send
+// its next scrape to the API server (and into the cap below) again.
 const reviewCacheSize = 1024
+
+// DefaultMaxInFlightReviews is how many reviews a metrics server sends at
+// once by default. A scraper whose answers are cached needs none, so the cap
+// only meets callers with new tokens: forged ones in bulk, or one scraper
+// every cache period.
+const DefaultMaxInFlightReviews = 8
+
+// ErrTooManyReviews is returned when MaxInFlightReviews reviews are already
+// in flight; the handler answers 429.
+var ErrTooManyReviews = errors.New("too many reviews in flight")
+
+// Kinds of review and where their answers come from, as counted by
+// kube_reclaim_metrics_reviews_total.
+const (
+	ReviewToken  = "TokenReview"
+	ReviewAccess = "SubjectAccessReview"
+	// FromCache: a cached answer; FromAPIServer: a review sent; FromShared:
+	// the answer of an identical review already in flight; FromNone: no
+	// review sent because the cap was reached.
+	FromCache     = "cache"
+	FromAPIServer = "api-server"
+	FromShared    = "shared"
+	FromNone      = "throttled"
+)
 
 // Reviewer asks the API server who a bearer token belongs to (TokenReview)
 // and whether that user may get MetricsPath (SubjectAccessReview), as
-// kube-scheduler's secure port does, and caches both answers for a while.
+// kube-scheduler's secure port does. It caches both answers for a while,
+// refusals included, sends one review for identical concurrent requests,
+// and sends at most a fixed number at once: whatever callers send, the
+// reviews in flight, and the memory they hold, stay bounded.
 type Reviewer struct {
 	client kubernetes.Interface
-	tokens *cache.LRUExpireCache // sha256 of the token → tokenResult
-	access *cache.LRUExpireCache // the user, as JSON → bool
+	slots  *semaphore.Weighted
+	// Identical reviews in flight share one: a token (or user) costs at
+	// most one review per cache period, however many connections send it.
+	flights  singleflight.Group
+	accepted *cache.LRUExpireCache // sha256 of the token → authenticationv1.UserInfo
+	refused  *cache.LRUExpireCache // sha256 of the token → struct{}
+	access   *cache.LRUExpireCache // the user, as JSON → bool
+	reviews  *prometheus.CounterVec
 }
 
-type tokenResult struct {
-	user          authenticationv1.UserInfo
-	authenticated bool
+// NewReviewer returns a Reviewer that sends its reviews with client, at
+// most maxInFlight at once (DefaultMaxInFlightReviews when 0 or less), and
+// counts them on reg.
+func NewReviewer(client kubernetes.Interface, maxInFlight int, reg prometheus.Registerer) *Reviewer {
+	return newReviewer(client, maxInFlight, reg, cache.NewLRUExpireCache)
 }
 
-// NewReviewer returns a Reviewer that sends its reviews with client.
-func NewReviewer(client kubernetes.Interface) *Reviewer {
-	return &Reviewer{client: client, tokens: cache.NewLRUExpireCache(reviewCacheSize), access: cache.NewLRUExpireCache(reviewCacheSize)}
+// newReviewer is NewReviewer with the caches made by newCache (tests pass
+// caches on a fake clock).
+func newReviewer(client kubernetes.Interface, maxInFlight int, reg prometheus.Registerer, newCache func(int) *cache.LRUExpireCache) *Reviewer {
+	if maxInFlight <= 0 {
+		maxInFlight = DefaultMaxInFlightReviews
+	}
+	r := &Reviewer{client: client, slots: semaphore.NewWeighted(int64(maxInFlight)),
+		accepted: newCache(reviewCacheSize), refused: newCache(reviewCacheSize), access: newCache(reviewCacheSize),
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "kube_reclaim",
+			Subsystem: "metrics",
+			Name:      "reviews_total",
+			Help:      "Reviews the metrics server needed, by kind (TokenReview, SubjectAccessReview) and where the answer came from (cache, api-server, shared with an identical review in flight, throttled: none sent, the request got 429).",
+		}, []string{"review", "from"})}
+	reg.MustRegister(r.reviews)
+	for _, kind := range []string{ReviewToken, ReviewAccess} {
+		for _, from := range []string{FromCache, FromAPIServer, FromShared, FromNone} {
+			r.reviews.WithLabelValues(kind, from)
+		}
+	}
+	return r
+}
+
+// review runs send as the one review of key in flight, in a slot: callers
+// with the same key meanwhile share its answer; without a free slot it
+// returns ErrTooManyReviews at once. The review does not end with the
+// caller that started it (others may be waiting for it), only with
+// reviewTimeout.
+func (r *Reviewer) review(ctx context.Context, kind, key string, send func(context.Context) (any, error)) (any, error) {
+	sent := false
+	v, err, shared := r.flights.Do(kind+"/"+key, func() (any, error) {
+		if !r.slots.TryAcquire(1) {
+			return nil, ErrTooManyReviews
+		}
+		defer r.slots.Release(1)
+		sent = true
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reviewTimeout)
+		defer cancel()
+		return send(ctx)
+	})
+	switch {
+	case errors.Is(err, ErrTooManyReviews):
+		r.reviews.WithLabelValues(kind, FromNone).Inc()
+	case sent:
+		r.reviews.WithLabelValues(kind, FromAPIServer).Inc()
+	case shared:
+		r.reviews.WithLabelValues(kind, FromShared).Inc()
+	}
+	return v, err
 }
 
 // Authenticate returns the user of token; ok is false when the API server
-// does not accept it, err set when it could not be asked.
+// does not accept it, err set when it could not be asked (ErrTooManyReviews
+// when the cap is reached).
 func (r *Reviewer) Authenticate(ctx context.Context, token string) (user authenticationv1.UserInfo, ok bool, err error) {
-	// The cache keeps a digest: a heap dump then holds no usable token.
+	// The caches keep a digest: a heap dump then holds no usable token.
 	key := sha256.Sum256([]byte(token))
-	if v, found := r.tokens.Get(key); found {
-		res := v.(tokenResult)
-		return res.user, res.authenticated, nil
+	if v, found := r.accepted.Get(key); found {
+		r.reviews.WithLabelValues(ReviewToken, FromCache).Inc()
+		return v.(authenticationv1.UserInfo), true, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
-	defer cancel()
-	review, err := r.client.AuthenticationV1().TokenReviews().Create(ctx,
-		&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
-	if err != nil {
-		return user, false, fmt.Errorf("TokenReview: %w", err)
+	if _, found := r.refused.Get(key); found {
+		r.reviews.WithLabelValues(ReviewToken, FromCache).Inc()
+		return user, false, nil
 	}
-	res := tokenResult{user: review.Status.User, authenticated: review.Status.Authenticated}
-	r.tokens.Add(key, res, authnCacheTTL)
-	return res.user, res.authenticated, nil
+	v, err := r.review(ctx, ReviewToken, string(key[:]), func(ctx context.Context) (any, error) {
+		review, err := r.client.AuthenticationV1().TokenReviews().Create(ctx,
+			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("TokenReview: %w", err)
+		}
+		if !review.Status.Authenticated {
+			r.refused.Add(key, struct{}{}, authnRefusedTTL)
+			return nil, nil
+		}
+		r.accepted.Add(key, review.Status.User, authnCacheTTL)
+		return review.Status.User, nil
+	})
+	if err != nil || v == nil {
+		return user, false, err
+	}
+	return v.(authenticationv1.UserInfo), true, nil
+}
+
+// accessAnswer is a SubjectAccessReview's answer.
+type accessAnswer struct {
+	allowed bool
+	reason  string
 }
 
 // Authorize says whether user may get MetricsPath, and if not, why.
@@ -68,28 +173,34 @@ func (r *Reviewer) Authorize(ctx context.Context, user authenticationv1.UserInfo
 		return false, "", err
 	}
 	if v, found := r.access.Get(string(key)); found {
+		r.reviews.WithLabelValues(ReviewAccess, FromCache).Inc()
 		return v.(bool), "", nil
 	}
 	extra := make(map[string]authorizationv1.ExtraValue, len(user.Extra))
 	for k, v := range user.Extra {
 		extra[k] = authorizationv1.ExtraValue(v)
 	}
-	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
-	defer cancel()
-	review, err := r.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
-		Spec: authorizationv1.SubjectAccessReviewSpec{User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
-			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: MetricsPath, Verb: "get"}},
-	}, metav1.CreateOptions{})
+	v, err := r.review(ctx, ReviewAccess, string(key), func(ctx context.Context) (any, error) {
+		review, err := r.client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+			Spec: authorizationv1.SubjectAccessReviewSpec{User: user.Username, UID: user.UID, Groups: user.Groups, Extra: extra,
+				NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: MetricsPath, Verb: "get"}},
+		}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, fmt.Errorf("SubjectAccessReview: %w", err)
+		}
+		a := accessAnswer{allowed: review.Status.Allowed && !review.Status.Denied, reason: review.Status.Reason}
+		ttl := authzAllowTTL
+		if !a.allowed {
+			ttl = authzDenyTTL
+		}
+		r.access.Add(string(key), a.allowed, ttl)
+		return a, nil
+	})
 	if err != nil {
-		return false, "", fmt.Errorf("SubjectAccessReview: %w", err)
+		return false, "", err
 	}
-	allowed = review.Status.Allowed && !review.Status.Denied
-	ttl := authzAllowTTL
-	if !allowed {
-		ttl = authzDenyTTL
-	}
-	r.access.Add(string(key), allowed, ttl)
-	return allowed, review.Status.Reason, nil
+	a := v.(accessAnswer)
+	return a.allowed, a.reason, nil
 }
 
 // bearerToken returns the token of an "Authorization: Bearer <token>"
@@ -100,10 +211,15 @@ func bearerToken(h string) (string, bool) {
 	return token, found && strings.EqualFold(scheme, "Bearer") && token != ""
 }
 
+// retryAfterSeconds is the Retry-After of a 429: about the time the reviews
+// in flight take to clear.
+const retryAfterSeconds = 1
+
 // NewAuthorizedHandler serves next to callers that r authenticates and
 // allows to get MetricsPath. It answers 401 to a request without a bearer
 // token or with one the API server does not accept, 403 to a caller not
-// allowed, and 503 when the API server could not be asked: never the
+// allowed, 429 when the request needs a review and r has as many in flight
+// as it may, and 503 when the API server could not be asked: never the
 // metrics unless allowed. Outcomes are counted on reg.
 func NewAuthorizedHandler(r *Reviewer, reg prometheus.Registerer, next http.Handler) http.Handler {
 	outcomes := prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -113,13 +229,20 @@ func NewAuthorizedHandler(r *Reviewer, reg prometheus.Registerer, next http.Hand
 		Help:      "Requests to the metrics server by outcome of authentication and authorization.",
 	}, []string{"outcome"})
 	reg.MustRegister(outcomes)
-	for _, o := range []string{OutcomeAllowed, OutcomeNoToken, OutcomeInvalidToken, OutcomeDenied, OutcomeAuthnError, OutcomeAuthzError} {
+	for _, o := range []string{OutcomeAllowed, OutcomeNoToken, OutcomeInvalidToken, OutcomeDenied, OutcomeThrottled, OutcomeAuthnError, OutcomeAuthzError} {
 		outcomes.WithLabelValues(o)
 	}
 	unauthorized := func(w http.ResponseWriter, outcome, msg string) {
 		outcomes.WithLabelValues(outcome).Inc()
 		w.Header().Set("WWW-Authenticate", `Bearer realm="kube-reclaim metrics"`)
 		http.Error(w, "Unauthorized: "+msg, http.StatusUnauthorized)
+	}
+	// A full cap is what a flood looks like: it is counted, not logged, so
+	// the flood cannot fill the logs either.
+	throttled := func(w http.ResponseWriter, what string) {
+		outcomes.WithLabelValues(OutcomeThrottled).Inc()
+		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
+		http.Error(w, "Too Many Requests: too many "+what+"s in flight; retry later", http.StatusTooManyRequests)
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		log := logrus.WithFields(logrus.Fields{"remote": req.RemoteAddr, "path": req.URL.Path})
@@ -135,6 +258,9 @@ func NewAuthorizedHandler(r *Reviewer, reg prometheus.Registerer, next http.Hand
 		}
 		user, ok, err := r.Authenticate(req.Context(), token)
 		switch {
+		case errors.Is(err, ErrTooManyReviews):
+			throttled(w, ReviewToken)
+			return
 		case err != nil:
 			outcomes.WithLabelValues(OutcomeAuthnError).Inc()
 			log.WithError(err).Warn("metrics request: the bearer token could not be reviewed")
@@ -146,6 +272,9 @@ func NewAuthorizedHandler(r *Reviewer, reg prometheus.Registerer, next http.Hand
 		}
 		allowed, reason, err := r.Authorize(req.Context(), user)
 		switch {
+		case errors.Is(err, ErrTooManyReviews):
+			throttled(w, ReviewAccess)
+			return
 		case err != nil:
 			outcomes.WithLabelValues(OutcomeAuthzError).Inc()
 			log.WithError(err).WithField("user", user.Username).Warn("metrics request: access could not be reviewed")

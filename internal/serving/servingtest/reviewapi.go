@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -39,7 +40,19 @@ type ReviewAPI struct {
 	// Kubeconfig is a kubeconfig file naming the ReviewAPI.
 	Kubeconfig                  string
 	TokenReviews, AccessReviews atomic.Int64
-	server                      *httptest.Server
+	// InFlight is how many TokenReviews are being answered.
+	InFlight atomic.Int64
+	hold     atomic.Pointer[chan struct{}]
+	server   *httptest.Server
+}
+
+// Hold makes every TokenReview wait, from now until release is called, as
+// an API server slow to answer.
+func (a *ReviewAPI) Hold() (release func()) {
+	ch := make(chan struct{})
+	a.hold.Store(&ch)
+	var once sync.Once
+	return func() { once.Do(func() { a.hold.Store(nil); close(ch) }) }
 }
 
 // NewReviewAPI starts a ReviewAPI that stops when the test ends.
@@ -49,6 +62,14 @@ func NewReviewAPI(t testing.TB) *ReviewAPI {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /apis/authentication.k8s.io/v1/tokenreviews", func(w http.ResponseWriter, r *http.Request) {
 		a.TokenReviews.Add(1)
+		a.InFlight.Add(1)
+		defer a.InFlight.Add(-1)
+		if ch := a.hold.Load(); ch != nil {
+			select {
+			case <-*ch:
+			case <-r.Context().Done():
+			}
+		}
 		var review authenticationv1.TokenReview
 		if !decode(w, r, &review) {
 			return
