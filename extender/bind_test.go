@@ -552,6 +552,49 @@ func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
 	})
 }
 
+// A filter's verdict is kept for bind only for a pod that agrees with the
+// stored one, so that a body anyone can send does not take the place of
+// the scheduler's.
+func TestFilteredPodsKeepOnlyVerdictsThatAgreeWithTheStoredPod(t *testing.T) {
+	genuine := newPodRecord(testNames, pod("p", "", 1000, gi))
+	forged := newPodRecord(testNames, pod("p", "", 100, mi))
+	for _, tt := range []struct {
+		name string
+		// old is recorded first (on n1) with no stored pod; nil: none.
+		old *podRecord
+		// rec is then recorded on n2, with stored as the informer's record.
+		rec, stored  *podRecord
+		wantRecorded bool
+		wantNode     string // the node the kept verdict passed
+	}{
+		{name: "a first verdict, the informer blind", rec: forged, wantRecorded: true, wantNode: "n2"},
+		{name: "a later verdict of the same pod replaces the earlier", old: genuine, rec: genuine, wantRecorded: true, wantNode: "n2"},
+		{name: "a disagreeing verdict does not replace one while the informer is blind", old: genuine, rec: forged, wantNode: "n1"},
+		{name: "a disagreeing verdict is not kept once the informer holds the pod", rec: forged, stored: genuine, wantNode: ""},
+		{name: "nor does it replace the stored pod's", old: genuine, rec: forged, stored: genuine, wantNode: "n1"},
+		{name: "the stored pod's replaces a forged first one", old: forged, rec: genuine, stored: genuine, wantRecorded: true, wantNode: "n2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFilteredPods(10, 100)
+			if tt.old != nil && !f.add(tt.old, []string{"n1"}, t0, nil) {
+				t.Fatal("the first verdict was not recorded")
+			}
+			if got := f.add(tt.rec, []string{"n2"}, t0, tt.stored); got != tt.wantRecorded {
+				t.Errorf("recorded = %v, want %v", got, tt.wantRecorded)
+			}
+			var node string
+			for _, n := range []string{"n1", "n2"} {
+				if _, ok := f.passed("batch", "p", "uid-p", n, t0); ok {
+					node += n
+				}
+			}
+			if node != tt.wantNode {
+				t.Errorf("the kept verdict passed %q, want %q", node, tt.wantNode)
+			}
+		})
+	}
+}
+
 type emptyPods struct{}
 
 func (emptyPods) pod(string, string) (*podRecord, bool) { return nil, false }
