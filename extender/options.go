@@ -16,9 +16,9 @@
 // 127.0.0.1 only, which its scheduler's configuration names. The verbs
 // carry no authentication, so nothing but the containers of that pod may
 // reach them; and even from there /bind places only pods it manages (of a
-// --scheduler-name, asking reclaimed resources) on a node its own /filter
-// passed for that pod lately, and /filter keeps nothing sized by the
-// request. Assumptions live in the memory of one process, and only the
+// --scheduler-name, asking reclaimed resources, as the API server holds
+// them) on a node its own /filter passed for that pod lately, and no body
+// makes the verbs keep more than their bounds (wire.go, --max-in-flight). Assumptions live in the memory of one process, and only the
 // leading scheduler calls its own extender, so one assume cache serves the
 // one active scheduler; the standby's extender keeps warm informers. When
 // the scheduler fails over, the risk is that of a restart: binds of the
