@@ -227,7 +227,7 @@ func putRequest(rq *request) {
 }
 
 // readBody reads the body (up to limit bytes) within the server's
-// bodyTimeout, answering 413 or 400 itself.
+// bodyTimeout, answering 413, 408 or 400 itself.
 func (s *server) readBody(w http.ResponseWriter, r *http.Request, verb string, limit int64) (*request, bool) {
 	if r.ContentLength > limit {
 		http.Error(w, fmt.Sprintf("%s request body is larger than %d bytes", verb, limit), http.StatusRequestEntityTooLarge)
