@@ -21,14 +21,27 @@ const podJSON = `{"metadata":{"name":"p","namespace":"batch","uid":"u1","labels"
 	`"limits":{"kube-reclaim.io/reclaimed-cpu":"2000","kube-reclaim.io/reclaimed-memory":"1Gi"}}}],` +
 	`"overhead":{"kube-reclaim.io/reclaimed-memory":"10Mi"}},"status":{"phase":"Pending"}}`
 
+// parseArgs decodes a filter or prioritize body as the server does, but
+// without a node cache (every name is kept) and without pod records (the
+// body's pod is read).
+func parseArgs(body []byte) (*request, error) {
+	rq := &request{scratch: make([]byte, 0, 64)}
+	return rq, (&argsDecoder{names: testNames}).decode(body, rq)
+}
+
 func TestParseArgs(t *testing.T) {
 	// podJSON asks 2000m + 300m (a sidecar init container) and 1Gi + 10Mi overhead.
 	const wantCPU, wantMem = 2300, gi + 10*mi
+	containers := func(n int) string {
+		return `{"Pod":{"spec":{"containers":[` + strings.Repeat(`{},`, n-1) + `{}]}},"NodeNames":["a"]}`
+	}
 	tests := []struct {
 		name      string
 		body      string
 		wantNames []string
-		wantErr   error // nil: success; errMalformed: any decoding error
+		// wantErr: nil for success; errMalformed for any decoding error,
+		// errBound for one beyond the decoders' bounds.
+		wantErr error
 	}{
 		{"the scheduler's own encoding", `{"Pod":` + podJSON + `,"Nodes":null,"NodeNames":["n1","n2"]}`, []string{"n1", "n2"}, nil},
 		{"whitespace and field order do not matter", ` { "NodeNames" : [ "n1" , "n2" ] , "Pod" : ` + podJSON + ` } ` + "\n", []string{"n1", "n2"}, nil},
@@ -36,18 +49,22 @@ func TestParseArgs(t *testing.T) {
 		{"escaped and non-ASCII names are decoded", `{"Pod":` + podJSON + `,"NodeNames":["esc\"aped","n\\2","\u00fcn\u00efcode"]}`, []string{`esc"aped`, `n\2`, "ünïcode"}, nil},
 		{"empty NodeNames", `{"Pod":` + podJSON + `,"NodeNames":[]}`, []string{}, nil},
 		{"null NodeNames", `{"Pod":` + podJSON + `,"NodeNames":null}`, nil, nil},
-		{"a repeated field keeps the last value", `{"Pod":` + podJSON + `,"NodeNames":["a"],"NodeNames":["b","c"]}`, []string{"b", "c"}, nil},
-		// An escaped name sends the body to encoding/json.
-		{"escaped: a repeated field keeps the last value", `{"Pod":` + podJSON + `,"NodeNames":["\u0061"],"NodeNames":["b","c"]}`, []string{"b", "c"}, nil},
-		{"escaped: names after a null", `{"Pod":` + podJSON + `,"NodeNames":null,"NodeNames":["\u0061"]}`, []string{"a"}, nil},
-		{"escaped: a null after names", `{"Pod":` + podJSON + `,"NodeNames":["\u0061"],"NodeNames":null}`, nil, nil},
-		{"unknown fields are ignored", `{"Pod":` + podJSON + `,"Extra":1,"NodeNames":["a"]}`, []string{"a"}, nil},
-		{"Nodes next to NodeNames is fine", `{"Pod":` + podJSON + `,"Nodes":{"items":[{"metadata":{"name":"x"}}]},"NodeNames":["a"]}`, []string{"a"}, nil},
-		{"an empty Nodes list without NodeNames is fine", `{"Pod":` + podJSON + `,"Nodes":{"items":[]}}`, nil, nil},
-		{"full Nodes without NodeNames", `{"Pod":` + podJSON + `,"Nodes":{"items":[{"metadata":{"name":"x"}}]}}`, nil, errNodesGiven},
+		{"unknown fields are skipped", `{"Pod":` + podJSON + `,"Extra":{"x":[1,{"y":null}]},"NodeNames":["a"]}`, []string{"a"}, nil},
+		{"an empty Nodes list is fine", `{"Pod":` + podJSON + `,"Nodes":{"items":[]},"NodeNames":["a"]}`, []string{"a"}, nil},
+		{"a null name decodes as encoding/json decodes it", `{"Pod":` + podJSON + `,"NodeNames":["a",null]}`, []string{"a", ""}, nil},
+		{"as many containers as the bound", containers(maxContainers), []string{"a"}, nil},
+		{"full Nodes", `{"Pod":` + podJSON + `,"Nodes":{"items":[{"metadata":{"name":"x"}}]}}`, nil, errNodesGiven},
+		{"full Nodes next to NodeNames", `{"Pod":` + podJSON + `,"Nodes":{"items":[{}]},"NodeNames":["a"]}`, nil, errNodesGiven},
+		{"Nodes are refused at their first item, whatever follows", `{"Pod":{},"Nodes":{"items":[{},` + strings.Repeat("x", 100), nil, errNodesGiven},
 		{"a null pod", `{"Pod":null,"NodeNames":["a"]}`, nil, errNoPod},
 		{"no pod", `{}`, nil, errNoPod},
-		{"a null name decodes as encoding/json decodes it", `{"Pod":` + podJSON + `,"NodeNames":["a",null]}`, []string{"a", ""}, nil},
+		{"null", `null`, nil, errNoPod},
+		{"one container more than the bound", containers(maxContainers + 1), nil, errBound},
+		{"a name longer than the API server allows", `{"Pod":{"metadata":{"name":"` + strings.Repeat("n", maxNameBytes+1) + `"}},"NodeNames":[]}`, nil, errBound},
+		{"a quantity longer than the bound", `{"Pod":{"spec":{"overhead":{"cpu":"` + strings.Repeat("1", maxQuantityBytes) + `"}}},"NodeNames":[]}`, nil, errBound},
+		{"a repeated field", `{"Pod":` + podJSON + `,"NodeNames":["a"],"NodeNames":["b","c"]}`, nil, errMalformed},
+		{"a field repeated in another case", `{"Pod":` + podJSON + `,"pod":{}}`, nil, errMalformed},
+		{"a repeated field of the pod", `{"Pod":{"spec":{"nodeName":"a","NodeName":"b"}}}`, nil, errMalformed},
 		{"a missing first element", `{"Pod":` + podJSON + `,"NodeNames":,"a"]}`, nil, errMalformed},
 		{"a control character in a name", `{"Pod":` + podJSON + `,"NodeNames":["a` + "\x01" + `"]}`, nil, errMalformed},
 		{"an object for NodeNames", `{"Pod":` + podJSON + `,"NodeNames":{"a":1}}`, nil, errMalformed},
@@ -56,16 +73,25 @@ func TestParseArgs(t *testing.T) {
 		{"a truncated object", `{"Pod":` + podJSON + `,"NodeNames":["a"]`, nil, errMalformed},
 		{"data after the object", `{"Pod":` + podJSON + `,"NodeNames":["a"]} x`, nil, errMalformed},
 		{"a pod of the wrong shape", `{"Pod":{"spec":"oops"},"NodeNames":["a"]}`, nil, errMalformed},
+		{"a quantity that is not one", `{"Pod":{"spec":{"overhead":{"cpu":"lots"}}}}`, nil, errMalformed},
+		{"a creation time that is not RFC 3339", `{"Pod":{"metadata":{"creationTimestamp":"yesterday"}}}`, nil, errMalformed},
+		{"invalid UTF-8", `{"Pod":{"metadata":{"name":"` + "\xff" + `"}}}`, nil, errMalformed},
 		{"an array", `[]`, nil, errMalformed},
 		{"an empty body", ``, nil, errMalformed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			args, err := parseArgs([]byte(tt.body))
+			rq, err := parseArgs([]byte(tt.body))
+			var be *bodyError
 			switch {
 			case errors.Is(tt.wantErr, errMalformed):
-				if err == nil || errors.Is(err, errNoPod) || errors.Is(err, errNodesGiven) {
+				if err == nil || errors.Is(err, errNoPod) || errors.Is(err, errNodesGiven) || (errors.As(err, &be) && be.bound) {
 					t.Fatalf("err = %v, want a decoding error", err)
+				}
+				return
+			case errors.Is(tt.wantErr, errBound):
+				if !errors.As(err, &be) || !be.bound {
+					t.Fatalf("err = %v, want a bound's", err)
 				}
 				return
 			case !errors.Is(err, tt.wantErr):
@@ -73,47 +99,48 @@ func TestParseArgs(t *testing.T) {
 			case err != nil:
 				return
 			}
-			if got := nodeNames(args); !reflect.DeepEqual(got, tt.wantNames) {
+			if got := rq.names; len(got) != len(tt.wantNames) || (len(got) > 0 && !reflect.DeepEqual(got, tt.wantNames)) {
 				t.Errorf("names = %#v, want %#v", got, tt.wantNames)
 			}
-			r, mismatch := testNames.PodRequest(args.Pod)
-			if mismatch || r.CPUMilli != wantCPU || r.MemoryBytes != wantMem {
-				t.Errorf("pod request = %+v (mismatch %v), want %dm / %d bytes", r, mismatch, wantCPU, wantMem)
+			if tt.body != containers(maxContainers) && (rq.rec.mismatch || rq.rec.req != req(wantCPU, wantMem)) {
+				t.Errorf("pod request = %+v (mismatch %v), want %dm / %d bytes", rq.rec.req, rq.rec.mismatch, wantCPU, wantMem)
 			}
 		})
 	}
 }
 
-// errMalformed marks the TestParseArgs cases that must fail to decode.
-var errMalformed = errors.New("malformed")
-
-// The answers decode, with encoding/json, into the upstream types with the
-// expected content, also for names that need escaping (which send the
-// body to encoding/json): names the cache does not hold are left out.
-func TestAnswersDecodeIntoUpstreamTypes(t *testing.T) {
-	f := newFixture(t, fixtureOpts{}, filterCluster()...)
-	names := []string{"roomy", "cpu-short", `we"ird`, "ünï", "<&>", "busy"}
-	body, _ := json.Marshal(extenderv1.ExtenderArgs{Pod: pod("p", "", 2000, 2*gi), NodeNames: &names})
-	var fr extenderv1.ExtenderFilterResult
-	decodeOK(t, f.post("/filter", body), &fr)
-	want := extenderv1.ExtenderFilterResult{NodeNames: &[]string{"roomy"}, FailedNodes: extenderv1.FailedNodesMap{
-		"cpu-short": "reclaimed-cpu: need 2000m, free 500m", "busy": "reclaimed-cpu: need 2000m, free 500m; reclaimed-memory: need 2Gi, free 1Gi"}}
-	if !reflect.DeepEqual(fr, want) {
-		t.Errorf("filter = %+v\nwant %+v", fr, want)
-	}
-	var pl extenderv1.HostPriorityList
-	decodeOK(t, f.post("/prioritize", body), &pl)
-	if len(pl) != 3 || pl[0].Host != "roomy" || pl[0].Score == 0 || pl[1].Host != "cpu-short" || pl[2].Host != "busy" {
-		t.Errorf("prioritize = %+v", pl)
+// A decoding error says where in the body it is.
+func TestDecodingErrorsNameTheField(t *testing.T) {
+	for _, tt := range []struct{ body, want string }{
+		{`{"Pod":{"spec":{"containers":[{},{"resources":{"limits":{"cpu":true}}}]}}}`, "Pod.spec.containers[1].resources.limits.cpu: expects a quantity, found a boolean"},
+		{`{"Pod":{"metadata":{"uid":7}}}`, "Pod.metadata.uid: expects a string, found a number"},
+		{`{"Pod":{},"NodeNames":["a",{}]}`, "NodeNames[1]: expects a string, found an object"},
+		{`{"Pod":{},"Nodes":{"items":[{}]}}`, "Nodes.items: carries Nodes (full node objects)"},
+		{`{"Pod":{"spec":{"initContainers":[` + strings.Repeat(`{},`, maxContainers) + `{}]}}}`, "Pod.spec.initContainers: more than 256 containers"},
+		{`{"Pod":{"status":{"phase":"Pending","Phase":"Running"}}}`, "Pod.status.phase: the field is repeated"},
+	} {
+		if _, err := parseArgs([]byte(tt.body)); err == nil || err.Error() != tt.want {
+			t.Errorf("%.60s: err = %v, want %q", tt.body, err, tt.want)
+		}
 	}
 }
 
-// FuzzParseArgs feeds arbitrary bodies to parseArgs and to /filter and
-// /prioritize. parseArgs (json-iterator) must read what encoding/json, the
-// decoder kube-scheduler's own encoding is meant for, reads; and whatever the
-// body, the answer is a 400 naming the problem or a 200 that accounts for
-// every node name the body carries that the extender's cache holds exactly
-// once, and no other, in the scheduler's types.
+// errMalformed and errBound mark the TestParseArgs cases that must fail to
+// decode, for any reason or for a bound.
+var (
+	errMalformed = errors.New("malformed")
+	errBound     = errors.New("bound")
+)
+
+// FuzzParseArgs feeds arbitrary bodies to the decoder of filter and
+// prioritize bodies and to /filter and /prioritize. A body both the decoder
+// and encoding/json (the decoder kube-scheduler's own encoding is meant
+// for) accept reads the same to both; a body encoding/json reads, written
+// again as kube-scheduler writes it, the decoder accepts unless it is
+// beyond one of its bounds; and whatever the body, the answer is a 400
+// naming the problem or a 200 that accounts for every node name the body
+// carries that the extender's cache holds exactly once, and no other, in
+// the scheduler's types.
 func FuzzParseArgs(f *testing.F) {
 	seeds := []string{
 		`{"Pod":` + podJSON + `,"Nodes":null,"NodeNames":["roomy","cpu-short","busy","stale","missing","gone"]}`,
@@ -126,6 +153,8 @@ func FuzzParseArgs(f *testing.F) {
 		`{"Pod":null}`, `{"Pod":{"spec":"oops"}}`, `{}`, `[]`, ``, `null`,
 		`{"Pod":{},"NodeNames":null,"NodeNames":["ro\u006fmy","busy"]}`, `{"Pod":{},"NodeNames":["ro\u006fmy"],"NodeNames":null}`,
 		`{"Pod":{},"NodeNames":"roomy\u0000"}`, `{"Pod":{},"NodeNames":["roomy",{"a":1}],"x":"\u0000"}`,
+		`{"Pod":{"metadata":{"namespace":"batch","name":"roomy-1","uid":"uid-roomy-1","resourceVersion":"1","creationTimestamp":"2025-03-01T12:00:00Z"},` +
+			`"spec":{"nodeName":null,"schedulerName":"s","overhead":{"cpu":1,"memory":null},"initContainers":[{"name":"i","restartPolicy":"Always"}]},"status":{"phase":"Pending"}},"NodeNames":["roomy"]}`,
 	}
 	for _, s := range seeds {
 		f.Add(s)
@@ -140,20 +169,28 @@ func FuzzParseArgs(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body string) {
 		var ref extenderv1.ExtenderArgs
 		refErr := json.Unmarshal([]byte(body), &ref)
-		// parseArgs reads what encoding/json reads.
-		if args, err := parseArgs([]byte(body)); err == nil {
-			if refErr != nil {
-				t.Fatalf("parseArgs accepted %q, which encoding/json refuses: %v", body, refErr)
+		rq, err := parseArgs([]byte(body))
+		if err == nil && refErr == nil {
+			sameAsEncodingJSON(t, body, rq, &ref)
+		}
+		if refErr == nil && ref.Pod != nil {
+			// What encoding/json read, as kube-scheduler writes it.
+			canonical, merr := json.Marshal(&ref)
+			if merr != nil {
+				t.Fatalf("encoding what encoding/json read of %q: %v", body, merr)
 			}
-			if ref.Pod == nil {
-				t.Fatalf("parseArgs found a pod in %q, encoding/json none", body)
-			}
-			if !reflect.DeepEqual(nodeNames(args), nodeNames(&ref)) {
-				t.Fatalf("names %q, encoding/json %q for %q", nodeNames(args), nodeNames(&ref), body)
-			}
-			r, m := testNames.PodRequest(args.Pod)
-			if wr, wm := testNames.PodRequest(ref.Pod); r != wr || m != wm {
-				t.Fatalf("pod request %+v %v, encoding/json %+v %v for %q", r, m, wr, wm, body)
+			crq, cerr := parseArgs(canonical)
+			var be *bodyError
+			switch {
+			case cerr == nil:
+				sameAsEncodingJSON(t, string(canonical), crq, &ref)
+			case errors.Is(cerr, errNodesGiven):
+				if ref.Nodes == nil || len(ref.Nodes.Items) == 0 {
+					t.Fatalf("%q refused for Nodes, which has no item", canonical)
+				}
+			case errors.As(cerr, &be) && be.bound:
+			default:
+				t.Fatalf("refused %q (%v), which encoding/json reads", canonical, cerr)
 			}
 		}
 		for _, verb := range []string{"filter", "prioritize"} {
@@ -164,18 +201,36 @@ func FuzzParseArgs(f *testing.F) {
 				if rec.Code != http.StatusBadRequest || !(strings.HasPrefix(got, "malformed "+verb+" request: ") || strings.Contains(got, "nodeCacheCapable: true")) {
 					t.Fatalf("%s %q: %d %q, want 200 or a 400 naming the problem", verb, body, rec.Code, got)
 				}
-				known := knownNames(nodeNames(&ref), cached)
-				if refErr == nil && ref.Pod != nil && (ref.NodeNames != nil || ref.Nodes == nil || len(ref.Nodes.Items) == 0) && len(known) <= len(cached) {
-					t.Fatalf("%s %q refused (%q) although it carries a pod and node names", verb, body, got)
+				if err == nil && len(knownNames(rq.names, cached)) <= len(cached) {
+					t.Fatalf("%s %q refused (%q) although it decodes", verb, body, got)
 				}
 				continue
 			}
-			if refErr != nil || ref.Pod == nil {
-				t.Fatalf("%s %q answered 200 %q, but encoding/json says %v (pod %v)", verb, body, got, refErr, ref.Pod != nil)
+			if err != nil {
+				t.Fatalf("%s %q answered 200 %q, but the decoder says %v", verb, body, got, err)
 			}
-			checkAnswer(t, verb, rec.Body.Bytes(), knownNames(nodeNames(&ref), cached))
+			checkAnswer(t, verb, rec.Body.Bytes(), knownNames(rq.names, cached))
 		}
 	})
+}
+
+// sameAsEncodingJSON fails t unless rq, decoded from body, holds what
+// encoding/json read of it (ref): the same names and the same pod record.
+func sameAsEncodingJSON(t *testing.T, body string, rq *request, ref *extenderv1.ExtenderArgs) {
+	t.Helper()
+	var want []string
+	if ref.NodeNames != nil {
+		want = *ref.NodeNames
+	}
+	if len(rq.names) != len(want) || (len(want) > 0 && !reflect.DeepEqual(rq.names, want)) {
+		t.Fatalf("names %q, encoding/json %q for %q", rq.names, want, body)
+	}
+	if ref.Pod == nil {
+		t.Fatalf("the decoder found a pod in %q, encoding/json none", body)
+	}
+	if got, want := *rq.rec, *newPodRecord(testNames, ref.Pod); got != want {
+		t.Fatalf("pod record %+v, encoding/json's %+v for %q", got, want, body)
+	}
 }
 
 // knownNames are the names the cache holds, in order: the others are left
@@ -256,16 +311,15 @@ func TestKnownNodeNamesAreNotCopied(t *testing.T) {
 	f := newFixture(t, fixtureOpts{}, filterCluster()...)
 	s := f.ext.server
 	for _, tt := range []struct{ name, body string }{
-		{"json-iterator", `{"Pod":` + podJSON + `,"NodeNames":["roomy","ghost","busy"]}`},
-		{"encoding/json (an escaped name)", `{"Pod":` + podJSON + `,"NodeNames":["roomy","gh\u006fst","busy"]}`},
+		{"plain names", `{"Pod":` + podJSON + `,"NodeNames":["roomy","ghost","busy"]}`},
+		{"an escaped name", `{"Pod":` + podJSON + `,"NodeNames":["roomy","gh\u006fst","busy"]}`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			rq := new(request)
-			args, err := decodeArgs(s.argsJSON, s.cache, []byte(tt.body), rq)
-			if err != nil {
+			rq := getRequest()
+			if err := s.args.decode([]byte(tt.body), rq); err != nil {
 				t.Fatal(err)
 			}
-			got := nodeNames(args)
+			got := rq.names
 			if !reflect.DeepEqual(got, []string{"roomy", "busy"}) || rq.unknown != 1 {
 				t.Fatalf("names = %q with %d unknown, want roomy, busy and 1", got, rq.unknown)
 			}

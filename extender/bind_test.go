@@ -314,12 +314,12 @@ func TestBindSendsTheSchedulersPodUID(t *testing.T) {
 	f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute), p)
 	f.apiServerBinds(nil, nil)
 	// A recreated pod (same name, other UID, the informer still shows the
-	// first): the Binding carries the UID the scheduler named, and the API
-	// refuses it rather than binding the other pod in its place.
+	// first): the API server holds no pod of the UID the scheduler named,
+	// so nothing is bound in its place.
 	other := pod("p", "", 1000, gi)
 	other.UID = "another-uid"
-	if res := f.bind(other, "n1"); !strings.Contains(res.Error, "UID precondition failed") {
-		t.Errorf("Error = %q, want the API's UID precondition failure", res.Error)
+	if res := f.bind(other, "n1"); !strings.Contains(res.Error, "the API server holds no such pod: the pod of that name has UID uid-p") {
+		t.Errorf("Error = %q, want a refusal naming the stored UID", res.Error)
 	}
 	// Positive control: the scheduler's own UID binds.
 	if res := f.bind(p, "n1"); res.Error != "" {
@@ -335,51 +335,109 @@ func TestBindSendsTheSchedulersPodUID(t *testing.T) {
 			}
 		}
 	}
-	if !reflect.DeepEqual(uids, []types.UID{"another-uid", "uid-p"}) {
-		t.Errorf("Binding UIDs = %v, want another-uid then uid-p", uids)
+	if !reflect.DeepEqual(uids, []types.UID{"uid-p"}) {
+		t.Errorf("Binding UIDs = %v, want uid-p only", uids)
 	}
 }
 
-// A pod the informer has not delivered yet is bound from the record filter
-// made of it: no GET, so binds cost one API call each. A pod filter never
-// saw, or one of the same name with another UID, is refused without any
-// API call.
-func TestBindUsesThePodFilterAdmittedInsteadOfAGet(t *testing.T) {
-	f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute))
-	f.withholdBinds(nil)
-	f.ext.server.pods = emptyPods{}
-	p := pod("fresh", "", 3000, gi)
-	if res := f.filter(p, "n1"); len(*res.NodeNames) != 1 {
-		t.Fatalf("filter = %+v", res)
+// A pod the informer has not delivered yet (kube-scheduler's watch is
+// ahead of the extender's) is bound as a GET from the API server shows it,
+// never as the filter body said: the body may be anyone's. A pod the API
+// server does not hold, or holds otherwise than the filter judged it, is
+// refused without a Binding.
+func TestBindJudgesAPodTheInformerHasNotDeliveredAsTheAPIServerHoldsIt(t *testing.T) {
+	fresh := pod("fresh", "", 3000, gi)
+	foreign := otherScheduler(pod("foreign", "", 1000, gi))
+	small := pod("small", "", 1000, gi)
+	tests := []struct {
+		name string
+		// filterBody is the pod of the filter call before the bind.
+		filterBody *corev1.Pod
+		wantErr    string // "": bound
+		wantReason string
+		wantFree   reclaimable.Resources
+	}{
+		{name: "the pod as the API server holds it binds", filterBody: fresh, wantFree: req(1000, 3*gi)},
+		{name: "a pod the API server does not hold is refused", filterBody: pod("invented", "", 1000, gi),
+			wantErr: "the API server holds no such pod", wantReason: refusedPodGone, wantFree: req(4000, 4*gi)},
+		{name: "a pod of another scheduler claimed to be of this one is refused", filterBody: func() *corev1.Pod {
+			p := foreign.DeepCopy()
+			p.Spec.SchedulerName = SchedulerName
+			return p
+		}(), wantErr: "is not the one the API server holds", wantReason: refusedFilterDisagrees, wantFree: req(4000, 4*gi)},
+		{name: "a pod claimed to ask less than it does is refused", filterBody: pod("small", "", 100, mi),
+			wantErr: "is not the one the API server holds", wantReason: refusedFilterDisagrees, wantFree: req(4000, 4*gi)},
+		// Positive control of the two above: the same pods as stored.
+		{name: "the small pod as stored binds", filterBody: small, wantFree: req(3000, 3*gi)},
 	}
-	gets := func() int {
-		n := 0
-		for _, a := range f.client.Actions() {
-			if a.GetVerb() == "get" && a.GetResource().Resource == "pods" {
-				n++
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute), fresh, foreign, small)
+			f.withholdBinds(nil)
+			f.blindInformer()
+			if res := f.filter(tt.filterBody, "n1"); len(deref(res.NodeNames)) != 1 {
+				t.Fatalf("filter = %+v", res)
 			}
-		}
-		return n
+			res := f.bindOnly(tt.filterBody, "n1")
+			switch {
+			case tt.wantErr == "" && res.Error != "":
+				t.Fatalf("Error = %q, want success", res.Error)
+			case !strings.Contains(res.Error, tt.wantErr):
+				t.Fatalf("Error = %q, want it to contain %q", res.Error, tt.wantErr)
+			}
+			wantCalls := 0
+			if tt.wantErr == "" {
+				wantCalls = 1
+			}
+			if got, gets := f.bindingCalls(), f.podGets(); got != wantCalls || gets != 1 {
+				t.Errorf("%d Binding calls and %d pod GETs, want %d and 1", got, gets, wantCalls)
+			}
+			if got := f.free("n1"); got != tt.wantFree {
+				t.Errorf("free = %+v, want %+v: the room of the pod as stored", got, tt.wantFree)
+			}
+			if got := testutil.ToFloat64(f.ext.server.metrics.bindFromAPI); got != 1 {
+				t.Errorf("bind_pod_lookups_total{source=api} = %v, want 1", got)
+			}
+			if tt.wantReason != "" {
+				if got := testutil.ToFloat64(f.ext.server.metrics.bindRefusals.WithLabelValues(tt.wantReason)); got != 1 {
+					t.Errorf("bind_refusals_total{reason=%q} = %v, want 1", tt.wantReason, got)
+				}
+			}
+		})
 	}
-	if res := f.bindOnly(p, "n1"); res.Error != "" {
-		t.Fatalf("Error = %q", res.Error)
-	}
-	if got := f.free("n1"); got != req(1000, 3*gi) {
-		t.Errorf("free = %+v, want 1000m / 3Gi: the bind reserved the filtered pod's request", got)
-	}
-	if got := testutil.ToFloat64(f.ext.server.metrics.bindFromFilter); got != 1 {
-		t.Errorf("filter lookups = %v, want 1", got)
-	}
-	other := pod("fresh", "", 1000, gi)
-	other.UID = "recreated"
-	if res := f.bindOnly(other, "n1"); !strings.Contains(res.Error, "was not passed by this extender's filter") {
-		t.Errorf("Error = %q, want a refusal", res.Error)
-	}
-	if res := f.bindOnly(pod("never-filtered", "", 100, mi), "n1"); !strings.Contains(res.Error, "was not passed by this extender's filter") {
-		t.Errorf("Error = %q, want a refusal", res.Error)
-	}
-	if got, calls := gets(), f.bindingCalls(); got != 0 || calls != 1 {
-		t.Errorf("%d pod GETs and %d Binding calls, want none and 1", got, calls)
+}
+
+// A forged filter of a pod kube-scheduler filtered, with the pod's UID but
+// another body, neither replaces the scheduler's verdict nor is bound
+// against, whether the informer holds the pod or not yet.
+func TestAForgedFilterOfARealPodDoesNotReplaceItsVerdict(t *testing.T) {
+	for _, blind := range []bool{false, true} {
+		t.Run(fmt.Sprintf("informer has not delivered the pod: %v", blind), func(t *testing.T) {
+			p := pod("p", "", 1000, gi)
+			f := newFixture(t, fixtureOpts{}, node("n1", 4000, 4*gi, time.Minute), node("n2", 4000, 4*gi, time.Minute), p)
+			f.withholdBinds(nil)
+			if blind {
+				f.blindInformer()
+			}
+			f.filter(p, "n1")
+			forged := p.DeepCopy()
+			forged.ResourceVersion = "forged"
+			forged.Spec.Containers[0].Resources = pod("x", "", 100, mi).Spec.Containers[0].Resources
+			f.filter(forged, "n2")
+			if got := testutil.ToFloat64(f.ext.server.metrics.filterNotRecorded); got != 1 {
+				t.Errorf("filter_verdicts_not_recorded_total = %v, want 1", got)
+			}
+			if res := f.bindOnly(p, "n2"); !strings.Contains(res.Error, "was not passed by this extender's filter") {
+				t.Errorf("bind to the forged filter's node: Error = %q, want a refusal", res.Error)
+			}
+			// The scheduler's verdict stands: its bind goes through.
+			if res := f.bindOnly(p, "n1"); res.Error != "" {
+				t.Errorf("the scheduler's bind: %q", res.Error)
+			}
+			if got := f.free("n1"); got != req(3000, 3*gi) {
+				t.Errorf("free = %+v, want 3000m / 3Gi: the stored pod's request", got)
+			}
+		})
 	}
 }
 
@@ -421,7 +479,7 @@ func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
 	t.Run("beyond its pods", func(t *testing.T) {
 		f := newFilteredPods(2, 100)
 		for _, n := range []string{"a", "b", "c"} {
-			f.add(rec(n), []string{"n1"}, t0)
+			f.add(rec(n), []string{"n1"}, t0, nil)
 		}
 		for name, want := range map[string]bool{"a": false, "b": true, "c": true} {
 			if got := kept(f, name, "n1"); got != want {
@@ -437,10 +495,10 @@ func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
 	})
 	t.Run("beyond its nodes", func(t *testing.T) {
 		f := newFilteredPods(100, 5)
-		f.add(rec("a"), []string{"n1", "n2"}, t0)
-		f.add(rec("b"), []string{"n1", "n2"}, t0)
-		f.add(rec("c"), []string{"n1", "n2"}, t0) // a goes
-		f.add(rec("d"), []string{"n1", "n2", "n3", "n4", "n5", "n6"}, t0)
+		f.add(rec("a"), []string{"n1", "n2"}, t0, nil)
+		f.add(rec("b"), []string{"n1", "n2"}, t0, nil)
+		f.add(rec("c"), []string{"n1", "n2"}, t0, nil) // a goes
+		f.add(rec("d"), []string{"n1", "n2", "n3", "n4", "n5", "n6"}, t0, nil)
 		for name, want := range map[string]bool{"a": false, "b": false, "c": false, "d": true} {
 			if got := kept(f, name, "n1"); got != want {
 				t.Errorf("%s kept = %v, want %v", name, got, want)
@@ -455,9 +513,9 @@ func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
 	})
 	t.Run("a later filter of a pod replaces its verdict", func(t *testing.T) {
 		f := newFilteredPods(3, 4)
-		f.add(rec("a"), []string{"n1", "n2", "n3"}, t0)
-		f.add(rec("a"), []string{"n4"}, t0)
-		f.add(rec("b"), []string{"n1", "n2", "n3"}, t0) // fits: a's first verdict no longer counts
+		f.add(rec("a"), []string{"n1", "n2", "n3"}, t0, nil)
+		f.add(rec("a"), []string{"n4"}, t0, nil)
+		f.add(rec("b"), []string{"n1", "n2", "n3"}, t0, nil) // fits: a's first verdict no longer counts
 		if kept(f, "a", "n1") || !kept(f, "a", "n4") || !kept(f, "b", "n3") {
 			t.Error("want a on n4 only and b on n3")
 		}
@@ -468,8 +526,8 @@ func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
 			t.Errorf("the replaced record still holds %d names", held)
 		}
 		// The replaced record's ring slot goes first, and with it nothing.
-		f.add(rec("c"), nil, t0)
-		f.add(rec("d"), nil, t0)
+		f.add(rec("c"), nil, t0, nil)
+		f.add(rec("d"), nil, t0, nil)
 		if !kept(f, "b", "n1") {
 			t.Error("b forgotten, want the replaced slot dropped before it")
 		}
@@ -477,8 +535,8 @@ func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
 	t.Run("a pod with names longer than the API allows is not kept", func(t *testing.T) {
 		f := newFilteredPods(3, 10)
 		long := rec(strings.Repeat("x", maxNameBytes+1))
-		f.add(long, []string{"n1"}, t0)
-		f.add(rec("a"), []string{"n1"}, t0) // positive control
+		f.add(long, []string{"n1"}, t0, nil)
+		f.add(rec("a"), []string{"n1"}, t0, nil) // positive control
 		if _, ok := f.passed("ns", long.name, long.uid, "n1", t0); ok || !kept(f, "a", "n1") {
 			t.Errorf("long kept %v, a kept %v; want only a", ok, kept(f, "a", "n1"))
 		}
@@ -486,7 +544,7 @@ func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
 	t.Run("the caller's slice is copied", func(t *testing.T) {
 		f := newFilteredPods(3, 10)
 		names := []string{"n1"}
-		f.add(rec("a"), names, t0)
+		f.add(rec("a"), names, t0, nil)
 		names[0] = "n9"
 		if !kept(f, "a", "n1") || kept(f, "a", "n9") {
 			t.Error("the record follows the caller's reused slice")
@@ -494,9 +552,69 @@ func TestFilteredPodsForgetsTheOldestBeyondItsSize(t *testing.T) {
 	})
 }
 
+// A filter's verdict is kept for bind only for a pod that agrees with the
+// stored one, so that a body anyone can send does not take the place of
+// the scheduler's.
+func TestFilteredPodsKeepOnlyVerdictsThatAgreeWithTheStoredPod(t *testing.T) {
+	genuine := newPodRecord(testNames, pod("p", "", 1000, gi))
+	forged := newPodRecord(testNames, pod("p", "", 100, mi))
+	for _, tt := range []struct {
+		name string
+		// old is recorded first (on n1) with no stored pod; nil: none.
+		old *podRecord
+		// rec is then recorded on n2, with stored as the informer's record.
+		rec, stored  *podRecord
+		wantRecorded bool
+		wantNode     string // the node the kept verdict passed
+	}{
+		{name: "a first verdict, the informer blind", rec: forged, wantRecorded: true, wantNode: "n2"},
+		{name: "a later verdict of the same pod replaces the earlier", old: genuine, rec: genuine, wantRecorded: true, wantNode: "n2"},
+		{name: "a disagreeing verdict does not replace one while the informer is blind", old: genuine, rec: forged, wantNode: "n1"},
+		{name: "a disagreeing verdict is not kept once the informer holds the pod", rec: forged, stored: genuine, wantNode: ""},
+		{name: "nor does it replace the stored pod's", old: genuine, rec: forged, stored: genuine, wantNode: "n1"},
+		{name: "the stored pod's replaces a forged first one", old: forged, rec: genuine, stored: genuine, wantRecorded: true, wantNode: "n2"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFilteredPods(10, 100)
+			if tt.old != nil && !f.add(tt.old, []string{"n1"}, t0, nil) {
+				t.Fatal("the first verdict was not recorded")
+			}
+			if got := f.add(tt.rec, []string{"n2"}, t0, tt.stored); got != tt.wantRecorded {
+				t.Errorf("recorded = %v, want %v", got, tt.wantRecorded)
+			}
+			var node string
+			for _, n := range []string{"n1", "n2"} {
+				if _, ok := f.passed("batch", "p", "uid-p", n, t0); ok {
+					node += n
+				}
+			}
+			if node != tt.wantNode {
+				t.Errorf("the kept verdict passed %q, want %q", node, tt.wantNode)
+			}
+		})
+	}
+}
+
 type emptyPods struct{}
 
 func (emptyPods) pod(string, string) (*podRecord, bool) { return nil, false }
+
+// blindInformer makes the server see an empty pod informer, as when
+// kube-scheduler's watch is ahead of the extender's.
+func (f *fixture) blindInformer() {
+	f.ext.server.pods, f.ext.server.args.pods = emptyPods{}, emptyPods{}
+}
+
+// podGets counts the GETs of pods sent to the API server.
+func (f *fixture) podGets() int {
+	n := 0
+	for _, a := range f.client.Actions() {
+		if a.GetVerb() == "get" && a.GetResource().Resource == "pods" && a.GetSubresource() == "" {
+			n++
+		}
+	}
+	return n
+}
 
 func TestAssumptionLifecycle(t *testing.T) {
 	ctx := t.Context()
@@ -669,6 +787,8 @@ func TestConcurrentBindsNeverOverbook(t *testing.T) {
 				objs = append(objs, pods[i])
 			}
 			f := newFixture(t, fixtureOpts{}, objs...)
+			// Every call at once: the lock is under test here, not the slots.
+			f.ext.server.setMaxInFlight(tt.pods + 20)
 
 			var mu sync.Mutex
 			booked := map[string]reclaimable.Resources{} // node → requests of pods the API bound or may have bound

@@ -2,6 +2,7 @@ package extender
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -88,6 +89,43 @@ func FuzzBindBody(f *testing.F) {
 			if b != "batch/managed/uid-managed to n1" {
 				t.Fatalf("bind %q created the Binding %s", body, b)
 			}
+		}
+	})
+}
+
+// FuzzDecodeBindArgs feeds arbitrary bodies to the decoder of bind bodies.
+// A body both it and encoding/json accept reads the same to both, and what
+// encoding/json reads, written again as kube-scheduler writes it, it
+// accepts unless a name is beyond maxNameBytes.
+func FuzzDecodeBindArgs(f *testing.F) {
+	for _, s := range []string{
+		`{"PodName":"p","PodNamespace":"batch","PodUID":"uid-p","Node":"n1"}`,
+		`{"podname":"p","PODNAMESPACE":"batch","PodUID":null,"Node":"n\u0031","Extra":[{"a":1}]}`,
+		`{"PodName":"p","PodName":"q"}`, `{"PodName":1}`, `[]`, `null`, `{}`, ``, "\xff", `{"Node":"n1"} {}`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, body string) {
+		var ref extenderv1.ExtenderBindingArgs
+		refErr := json.Unmarshal([]byte(body), &ref)
+		got, err := decodeBindArgs([]byte(body))
+		if err == nil && refErr == nil && *got != ref {
+			t.Fatalf("decoded %+v, encoding/json %+v from %q", *got, ref, body)
+		}
+		if refErr != nil {
+			return
+		}
+		canonical, err := json.Marshal(&ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = decodeBindArgs(canonical)
+		var be *bodyError
+		switch {
+		case err == nil && *got != ref:
+			t.Fatalf("decoded %+v, encoding/json %+v from %q", *got, ref, canonical)
+		case err != nil && !(errors.As(err, &be) && be.bound):
+			t.Fatalf("refused %q (%v), which encoding/json reads", canonical, err)
 		}
 	})
 }

@@ -17,17 +17,15 @@ import (
 const filterPassTTL = 2 * time.Minute
 
 // filteredPods remembers, by pod UID, the record of the last pods filter
-// admitted and the nodes that call passed, for bind:
+// admitted and the nodes that call passed, for bind: bind places a pod only
+// on a node its own filter passed for that pod UID lately, so a forged
+// /bind cannot place pods the scheduler never asked about.
 //
-//   - bind places a pod only on a node its own filter passed for that pod
-//     UID lately, so a forged /bind cannot place pods the scheduler never
-//     asked about;
-//   - kube-scheduler binds a pod moments after filtering it, often before
-//     the extender's pod informer has delivered the pod (the scheduler's own
-//     watch is ahead of ours); the record spares bind a GET of the pod.
-//
-// The record is what filter judged; bind still checks room atomically, and
-// the API refuses a Binding for a pod that is gone or bound.
+// The record is what filter judged, from a body anything on the verbs'
+// address can send, so it is trusted for nothing else: bind judges the pod
+// the API server holds and requires it to be the one the record judged
+// (sameDemand). Nor can a body that disagrees with the stored pod take
+// the place of a record (see add).
 //
 // Memory is bounded whatever the callers send: at most size pods and
 // maxNodes remembered (pod, node) pairs in all; the oldest pods are
@@ -60,13 +58,24 @@ func newFilteredPods(size, maxNodes int) *filteredPods {
 }
 
 // add records that filter judged rec at time at and passed the nodes in
-// passed (copied: the caller's slice is reused). A later call for the same
-// UID replaces the earlier one: the scheduler binds on its latest attempt.
+// passed (copied: the caller's slice is reused), and reports whether it
+// did. stored is the informer's record of the pod with rec's UID (nil when
+// it has none yet). A later call for the same UID replaces the earlier one,
+// as the scheduler binds on its latest attempt, but only with a pod that
+// agrees with the stored one:
+//
+//   - when the informer holds the pod, rec is recorded only if it agrees
+//     with it;
+//   - when it does not (yet), rec does not replace a record it disagrees
+//     with: the first stands until the informer can tell which one is the
+//     pod. Should the first be the forged one, the scheduler's bind is
+//     refused and its retry, once the informer has the pod, is recorded.
+//
 // Beyond maxNodes names the rest are not remembered; a bind there is refused
 // and the scheduler retries.
-func (f *filteredPods) add(rec *podRecord, passed []string, at time.Time) {
-	if rec.uid == "" || !apiSized(rec) {
-		return
+func (f *filteredPods) add(rec *podRecord, passed []string, at time.Time, stored *podRecord) bool {
+	if rec.uid == "" || !apiSized(rec) || (stored != nil && !rec.sameDemand(stored)) {
+		return false
 	}
 	if len(passed) > f.maxNodes {
 		passed = passed[:f.maxNodes]
@@ -75,6 +84,9 @@ func (f *filteredPods) add(rec *podRecord, passed []string, at time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if old, ok := f.byUID[rec.uid]; ok {
+		if stored == nil && !old.pod.sameDemand(rec) {
+			return false
+		}
 		f.nodes -= len(old.passed)
 		// Its slot stays in ring until its turn, holding no names.
 		old.replaced, old.passed = true, nil
@@ -87,6 +99,14 @@ func (f *filteredPods) add(rec *podRecord, passed []string, at time.Time) {
 	f.n++
 	f.nodes += len(r.passed)
 	f.byUID[rec.uid] = r
+	return true
+}
+
+// sameDemand reports whether p and o are the same pod asking the same: its
+// identity, the scheduler it names and what filter judges it by.
+func (p *podRecord) sameDemand(o *podRecord) bool {
+	return p.namespace == o.namespace && p.name == o.name && p.uid == o.uid && p.schedulerName == o.schedulerName &&
+		p.req == o.req && p.mismatch == o.mismatch && p.unenforced == o.unenforced
 }
 
 // Bounds of what a record keeps of a pod. The API server refuses longer

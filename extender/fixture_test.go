@@ -169,7 +169,7 @@ func (f *fixture) bind(p *corev1.Pod, node string) extenderv1.ExtenderBindingRes
 
 // admit records what a filter call passing nodes for p records.
 func (f *fixture) admit(p *corev1.Pod, nodes ...string) {
-	f.ext.server.filtered.add(newPodRecord(testNames, p), nodes, f.clock.Now())
+	f.ext.server.filtered.add(newPodRecord(testNames, p), nodes, f.clock.Now(), nil)
 }
 
 // bindOnly posts the bind of p to node, nothing else.

@@ -27,7 +27,16 @@ const (
 	refusedMismatch    = "limits-mismatch"
 	refusedNotEnforced = "not-enforced"
 	refusedNoRoom      = "no-room"
+	// refusedPodGone: the API server holds no pod of that name and UID.
+	refusedPodGone = "pod-not-found"
+	// refusedFilterDisagrees: the pod the filter judged for that UID is
+	// not the pod the API server holds.
+	refusedFilterDisagrees = "filter-disagrees"
 )
+
+// bindRefusalReasons are every reason of bind_refusals_total.
+var bindRefusalReasons = []string{refusedNoUID, refusedNotFiltered, refusedPodGone, refusedFilterDisagrees, refusedScheduler,
+	refusedNoRequest, refusedBound, refusedMismatch, refusedNotEnforced, refusedNoRoom}
 
 // Resource label values of clamped_nodes.
 const (
@@ -39,16 +48,18 @@ type metrics struct {
 	requests *serving.RequestMetrics
 	filtered [nReasons]prometheus.Counter // by reasonID, every label pre-created
 	binds    *prometheus.CounterVec
-	// bindSuccesses, bindFromInformer and bindFromFilter are children of
+	// bindSuccesses, bindFromInformer and bindFromAPI are children of
 	// binds and bindLookups that every bind counts, resolved once.
-	bindSuccesses, bindFromInformer, bindFromFilter prometheus.Counter
-	conflicts                                       *prometheus.CounterVec
-	assumptionsExpired                              prometheus.Counter
-	assumptionConfirmed                             prometheus.Histogram
-	clampedNodes                                    *prometheus.GaugeVec
-	notEnforced                                     *prometheus.CounterVec
-	bindLookups                                     *prometheus.CounterVec
-	bindRefusals                                    *prometheus.CounterVec
+	bindSuccesses, bindFromInformer, bindFromAPI prometheus.Counter
+	// filterNotRecorded counts filter verdicts not kept for bind.
+	filterNotRecorded   prometheus.Counter
+	conflicts           *prometheus.CounterVec
+	assumptionsExpired  prometheus.Counter
+	assumptionConfirmed prometheus.Histogram
+	clampedNodes        *prometheus.GaugeVec
+	notEnforced         *prometheus.CounterVec
+	bindLookups         *prometheus.CounterVec
+	bindRefusals        *prometheus.CounterVec
 	// nodesPerCall is by verb (filter, prioritize).
 	nodesPerCall *prometheus.HistogramVec
 }
@@ -86,11 +97,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			[]string{"verb"}),
 		bindLookups: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "bind_pod_lookups_total",
-			Help: "Where bind found the pod it binds, by source: informer, or filter (the record filter made of it; the informer had not delivered it yet)."},
+			Help: "Where bind found the pod it binds, by source: informer, or api (a GET: the informer had not delivered the pod yet)."},
 			[]string{"source"}),
 		bindRefusals: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "bind_refusals_total",
-			Help: "Bind calls that placed nothing, by reason: no-pod-uid, not-filtered (this extender's filter did not pass the node for that pod UID lately), other-scheduler (spec.schedulerName not in --scheduler-name), no-reclaimed-request, already-bound, limits-mismatch, not-enforced, no-room. The first three on a steady cluster mean something other than the scheduler calls /bind."},
+			Help: "Bind calls that placed nothing, by reason: no-pod-uid, not-filtered (this extender's filter did not pass the node for that pod UID lately), pod-not-found (the API server holds no pod of that name and UID), filter-disagrees (the pod the filter judged for that UID is not the one the API server holds), other-scheduler (spec.schedulerName not in --scheduler-name), no-reclaimed-request, already-bound, limits-mismatch, not-enforced, no-room. Any but the last four on a steady cluster means something other than the scheduler calls the verbs."},
 			[]string{"reason"}),
 		nodesPerCall: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
 			Name: "nodes_per_call",
@@ -112,14 +123,17 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		m.notEnforced.WithLabelValues(v)
 	}
 	m.bindSuccesses = m.binds.WithLabelValues(bindSuccess)
-	m.bindFromInformer, m.bindFromFilter = m.bindLookups.WithLabelValues("informer"), m.bindLookups.WithLabelValues("filter")
-	for _, r := range []string{refusedNoUID, refusedNotFiltered, refusedScheduler, refusedNoRequest, refusedBound, refusedMismatch, refusedNotEnforced, refusedNoRoom} {
+	m.bindFromInformer, m.bindFromAPI = m.bindLookups.WithLabelValues("informer"), m.bindLookups.WithLabelValues("api")
+	m.filterNotRecorded = prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
+		Name: "filter_verdicts_not_recorded_total",
+		Help: "Filter calls whose verdict is not kept for bind because the body's pod disagrees (reclaimed requests, limits or scheduler name) with the pod the informer holds under that UID, or, before the informer has it, with the verdict kept for that UID already. Non-zero means something other than kube-scheduler calls /filter, or a pod changed between the scheduler's read of it and the extender's."})
+	for _, r := range bindRefusalReasons {
 		m.bindRefusals.WithLabelValues(r)
 	}
 	for _, v := range []string{"filter", "prioritize"} {
 		m.nodesPerCall.WithLabelValues(v)
 	}
-	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced, m.bindLookups, m.bindRefusals, m.nodesPerCall)
+	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced, m.bindLookups, m.bindRefusals, m.nodesPerCall, m.filterNotRecorded)
 	return m
 }
 

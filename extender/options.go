@@ -16,9 +16,9 @@
 // 127.0.0.1 only, which its scheduler's configuration names. The verbs
 // carry no authentication, so nothing but the containers of that pod may
 // reach them; and even from there /bind places only pods it manages (of a
-// --scheduler-name, asking reclaimed resources) on a node its own /filter
-// passed for that pod lately, and /filter keeps nothing sized by the
-// request. Assumptions live in the memory of one process, and only the
+// --scheduler-name, asking reclaimed resources, as the API server holds
+// them) on a node its own /filter passed for that pod lately, and no body
+// makes the verbs keep more than their bounds (wire.go, --max-in-flight). Assumptions live in the memory of one process, and only the
 // leading scheduler calls its own extender, so one assume cache serves the
 // one active scheduler; the standby's extender keeps warm informers. When
 // the scheduler fails over, the risk is that of a restart: binds of the
@@ -70,6 +70,12 @@ const (
 	// pod that was never bound, which happens only when a Binding's outcome
 	// was unknown and the pod was then deleted or bound elsewhere by others.
 	DefaultAssumeTimeout = 30 * time.Second
+	// DefaultMaxInFlight bounds the calls of each verb served at once.
+	// kube-scheduler sends one filter at a time (its scheduling cycle is
+	// serial) and its binds from parallel binding cycles, each holding a
+	// slot while its Binding call waits on the API server: room for a
+	// burst of binds at the API client's default rate.
+	DefaultMaxInFlight = 32
 )
 
 // certReloadInterval is how often the serving certificate files are polled.
@@ -94,6 +100,8 @@ type Options struct {
 	// SchedulerNames are the spec.schedulerName values of the pods bind
 	// places; any other pod is refused.
 	SchedulerNames []string
+	// MaxInFlight bounds the calls of each verb served at once.
+	MaxInFlight int
 }
 
 // NewOptions returns the defaults.
@@ -106,6 +114,7 @@ func NewOptions() *Options {
 		AssumeTimeout:   DefaultAssumeTimeout,
 		RequireEnforced: true,
 		SchedulerNames:  []string{SchedulerName},
+		MaxInFlight:     DefaultMaxInFlight,
 	}
 }
 
@@ -119,6 +128,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "Strategy of the prioritize verb: spread (favour nodes with the most reclaimed room left) or binpack (the least). Only a scheduler configured with prioritizeVerb calls it (the legacy policy.json); the shipped KubeSchedulerConfiguration scores in its profile instead (NodeResourcesFit, LeastAllocated or MostAllocated).")
 	fs.BoolVar(&o.RequireEnforced, "require-enforced", o.RequireEnforced, "Refuse to place a pod asking for reclaimed resources unless every such container carries the native cpu/memory limits and explicit requests the kube-reclaim pod webhook sets (kubelet enforces its grant through them). Such a pod was created while the pod webhook was not configured; it stays Pending with a message naming what is missing. Set to false only where pods are enforced otherwise.")
 	fs.StringSliceVar(&o.SchedulerNames, "scheduler-name", o.SchedulerNames, "Scheduler name (a profile's schedulerName) whose pods /bind places; repeat the flag or separate names by commas for several. A pod naming any other scheduler is refused, as is one asking no reclaimed resource or bound to a node this extender's /filter did not pass for it.")
+	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "Calls of each verb (filter, prioritize, bind) served at once; a call that finds every slot of its verb taken for 250ms is answered 429 (kube-scheduler retries the pod). A call's body is read before it takes a slot, within 2s. Bounds the extender's work and memory whatever its callers send.")
 	fs.DurationVar(&o.AssumeTimeout, "assume-timeout", o.AssumeTimeout, "How long a pod bound by this extender keeps its room reserved while the pod informer has not shown it bound. Must exceed the watch lag (see kube_reclaim_extender_assumption_confirm_duration_seconds); too short risks over-booking.")
 }
 
@@ -132,6 +142,9 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file must be set together"))
 	}
 	errs = append(errs, o.Staleness.Validate())
+	if o.MaxInFlight <= 0 {
+		errs = append(errs, fmt.Errorf("--max-in-flight must be positive, got %d", o.MaxInFlight))
+	}
 	if o.AssumeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--assume-timeout must be positive, got %s", o.AssumeTimeout))
 	}
@@ -167,6 +180,8 @@ type config struct {
 	requireEnforced bool
 	// schedulerNames are --scheduler-name; empty means SchedulerName.
 	schedulerNames []string
+	// maxInFlight is --max-in-flight; 0 means DefaultMaxInFlight.
+	maxInFlight int
 }
 
 func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*core, error) {
@@ -181,6 +196,9 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 	e := &core{cache: c, informers: inf, tracker: tracker}
 	e.server = newServer(cfg.names, cfg.strategy, c, inf, client, e.synced, m)
 	e.server.requireEnforced = cfg.requireEnforced
+	if cfg.maxInFlight > 0 {
+		e.server.setMaxInFlight(cfg.maxInFlight)
+	}
 	if len(cfg.schedulerNames) > 0 {
 		e.server.schedulerNames = map[string]bool{}
 		for _, n := range cfg.schedulerNames {
@@ -258,7 +276,8 @@ func New(o *Options) (*Extender, error) {
 		return nil, err
 	}
 	e.core, err = newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,
-		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced, schedulerNames: o.SchedulerNames}, o.NewTracker(client), reg)
+		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced, schedulerNames: o.SchedulerNames, maxInFlight: o.MaxInFlight},
+		o.NewTracker(client), reg)
 	if err != nil {
 		return nil, err
 	}
@@ -309,7 +328,7 @@ func (e *Extender) serveVerbs(ctx context.Context) error {
 	o := e.opts
 	log := logrus.WithFields(logrus.Fields{"listen": o.ListenAddress, "strategy": o.Strategy,
 		"staleAfter": o.StaleAfter, "assumeTimeout": o.AssumeTimeout, "domain": o.ResourceDomain,
-		"requireEnforced": o.RequireEnforced, "schedulerNames": o.SchedulerNames})
+		"requireEnforced": o.RequireEnforced, "schedulerNames": o.SchedulerNames, "maxInFlight": o.MaxInFlight})
 	log.Info("extender starting; waiting for the node and pod informers to sync")
 	if !e.core.waitForSync(ctx) {
 		return nil // ctx ended first

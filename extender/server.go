@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"os"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/gorilla/mux"
-	jsoniter "github.com/json-iterator/go"
 	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -29,9 +30,21 @@ const (
 	// (at most ~1.5 MB, the API server's object limit) and the node names
 	// (5000 × ~60 bytes); anything larger is refused with 413.
 	maxRequestBytes = 8 << 20
+	// maxBindBytes bounds a bind body: four names of at most 253 bytes.
+	maxBindBytes = 16 << 10
 	// bindAPITimeout bounds the Binding call. kube-scheduler usually gives up
 	// earlier (httpTimeout), which cancels the request context.
 	bindAPITimeout = 30 * time.Second
+	// bodyReadTimeout bounds the reading of a body, which comes before the
+	// call takes an in-flight slot: a caller that trickles its body in
+	// holds no slot, and not for long its connection either. kube-scheduler
+	// sends its bodies at once over loopback.
+	bodyReadTimeout = 2 * time.Second
+	// slotWait is how long a call whose body is read waits for an
+	// in-flight slot before it is answered 429: long enough for a burst
+	// of binds to find the slots of those ahead freed, short against the
+	// scheduler's timeout (ExtenderHTTPTimeout).
+	slotWait = 250 * time.Millisecond
 )
 
 // podSource finds the informer's record of a pod.
@@ -53,8 +66,12 @@ type server struct {
 	mismatchMsg string
 	// requireEnforced refuses reclaimed pods without the pod webhook's limits.
 	requireEnforced bool
-	// argsJSON decodes ExtenderArgs, interning node names from cache.
-	argsJSON jsoniter.API
+	// args decodes the bodies of filter and prioritize.
+	args *argsDecoder
+	// inflight bounds the calls of each verb served at once (--max-in-flight).
+	inflight map[string]*serving.InFlight
+	// bodyTimeout is bodyReadTimeout (shorter in tests).
+	bodyTimeout time.Duration
 	// filtered are the pods filter admitted lately and the nodes it passed
 	// for them, for bind.
 	filtered *filteredPods
@@ -76,10 +93,37 @@ const (
 )
 
 func newServer(names reclaimable.Names, strategy string, c *nodeCache, pods podSource, client kubernetes.Interface, synced func() bool, m *metrics) *server {
-	return &server{names: names, strategy: strategy, cache: c, pods: pods, client: client, synced: synced,
-		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names), argsJSON: newArgsJSON(c, pods),
+	s := &server{names: names, strategy: strategy, cache: c, pods: pods, client: client, synced: synced,
+		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names), args: &argsDecoder{names: names, cache: c, pods: pods},
 		filtered:       newFilteredPods(filteredPodsKept, filteredNodesKept),
-		schedulerNames: map[string]bool{SchedulerName: true}}
+		schedulerNames: map[string]bool{SchedulerName: true}, bodyTimeout: bodyReadTimeout}
+	s.setMaxInFlight(DefaultMaxInFlight)
+	return s
+}
+
+// verbs are the verbs served, each with its own in-flight slots: a flood of
+// one (filter calls are the cheapest to forge) does not take the slots of
+// the scheduler's binds.
+var verbs = []string{"filter", "prioritize", "bind"}
+
+// setMaxInFlight gives each verb n slots.
+func (s *server) setMaxInFlight(n int) {
+	s.inflight = make(map[string]*serving.InFlight, len(verbs))
+	for _, v := range verbs {
+		s.inflight[v] = serving.NewInFlight(n)
+	}
+}
+
+// acquire takes an in-flight slot of verb, or answers 429 when none frees
+// within slotWait. The caller releases the slot it got.
+func (s *server) acquire(w http.ResponseWriter, r *http.Request, verb string) (release func(), ok bool) {
+	f := s.inflight[verb]
+	if !f.Acquire(r.Context(), slotWait) {
+		logrus.WithFields(logrus.Fields{"verb": verb, "slots": f.Cap()}).Debug("every in-flight slot of the verb is taken; answering 429")
+		http.Error(w, fmt.Sprintf("extender busy: all %d in-flight %s calls are taken (--max-in-flight); retry", f.Cap(), verb), http.StatusTooManyRequests)
+		return nil, false
+	}
+	return f.Release, true
 }
 
 // handler routes POST /filter, /prioritize and /bind.
@@ -129,10 +173,14 @@ type request struct {
 	passed   []string
 	failed   extenderv1.FailedNodesMap
 	priority extenderv1.HostPriorityList
-	// podRaw holds the body's pod while podDecoder looks it up; rec is the
-	// informer's record the call is answered for, when it found one.
-	podRaw []byte
-	rec    *podRecord
+	// rec is the record of the pod the call is answered for: the
+	// informer's when the body names the object it holds (see
+	// argsDecoder.readPod), else one made of the body's pod.
+	rec *podRecord
+	// fromInformer: rec is the informer's record.
+	fromInformer bool
+	// scratch holds a string or quantity of the body while it is read.
+	scratch []byte
 }
 
 // Bounds of what a pooled request keeps: a call of the largest clusters
@@ -153,12 +201,13 @@ func getRequest() *request {
 	case rq := <-requests:
 		return rq
 	default:
-		return new(request)
+		// json-iterator captures only into a non-nil slice.
+		return &request{scratch: make([]byte, 0, 64)}
 	}
 }
 
 func putRequest(rq *request) {
-	if max(rq.body.Cap(), cap(rq.out), cap(rq.podRaw)) > maxPooledBytes || max(cap(rq.names), cap(rq.entries), cap(rq.states),
+	if max(rq.body.Cap(), cap(rq.out), cap(rq.scratch)) > maxPooledBytes || max(cap(rq.names), cap(rq.entries), cap(rq.states),
 		cap(rq.passed), cap(rq.priority), len(rq.failed)) > maxPooledNames {
 		return // do not pin the memory of an unusually large request
 	}
@@ -169,7 +218,7 @@ func putRequest(rq *request) {
 	clear(rq.passed[:cap(rq.passed)])
 	clear(rq.failed) // a cleared map keeps its buckets: bounded by its len above
 	rq.unknown = 0
-	rq.rec = nil
+	rq.rec, rq.fromInformer = nil, false
 	clear(rq.priority[:cap(rq.priority)])
 	select {
 	case requests <- rq:
@@ -177,24 +226,35 @@ func putRequest(rq *request) {
 	}
 }
 
-// readBody reads the body (up to maxBody), answering 413 or 400 itself.
-func (s *server) readBody(w http.ResponseWriter, r *http.Request, verb string) (*request, bool) {
+// readBody reads the body (up to limit bytes) within the server's
+// bodyTimeout, answering 413, 408 or 400 itself.
+func (s *server) readBody(w http.ResponseWriter, r *http.Request, verb string, limit int64) (*request, bool) {
+	if r.ContentLength > limit {
+		http.Error(w, fmt.Sprintf("%s request body is larger than %d bytes", verb, limit), http.StatusRequestEntityTooLarge)
+		return nil, false
+	}
+	// Not every ResponseWriter supports deadlines (httptest's does not);
+	// the server's ReadTimeout still holds.
+	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(s.bodyTimeout))
 	rq := getRequest()
 	rq.body.Reset()
-	if r.ContentLength > 0 && r.ContentLength <= s.maxBody {
+	if r.ContentLength > 0 {
 		// MinRead more: ReadFrom needs that much spare room to see the end
 		// of the body, and would otherwise double the buffer for it.
 		rq.body.Grow(int(r.ContentLength) + bytes.MinRead)
 	}
-	_, err := rq.body.ReadFrom(http.MaxBytesReader(w, r.Body, s.maxBody))
+	_, err := rq.body.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil {
 		return rq, true
 	}
 	putRequest(rq)
 	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
+	switch {
+	case errors.As(err, &tooBig):
 		http.Error(w, fmt.Sprintf("%s request body is larger than %d bytes", verb, tooBig.Limit), http.StatusRequestEntityTooLarge)
-	} else {
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		http.Error(w, fmt.Sprintf("reading the %s request body took longer than %s", verb, s.bodyTimeout), http.StatusRequestTimeout)
+	default:
 		http.Error(w, fmt.Sprintf("reading %s request: %v", verb, err), http.StatusBadRequest)
 	}
 	return nil, false
@@ -233,108 +293,41 @@ func writeJSON(w http.ResponseWriter, rq *request, v any) {
 	_, _ = w.Write(rq.out)
 }
 
-// Errors of parseArgs besides malformed JSON.
-var (
-	errNoPod = errors.New("no Pod")
-	// errNodesGiven: the scheduler sent full Nodes, so it is not configured
-	// nodeCacheCapable.
-	errNodesGiven = errors.New("carries Nodes but no NodeNames")
-)
-
-// parseArgs decodes a filter or prioritize body into the upstream
-// ExtenderArgs and checks what the verbs rely on. json-iterator (see
-// wire.go) matches field names, unknown fields and trailing data as
-// encoding/json does, at about twice its speed. Bodies it refuses, and those
-// that are not valid UTF-8 (encoding/json replaces bad bytes, json-iterator
-// keeps them), go to encoding/json, which decides and words the error: its
-// messages say where the body is wrong. parseArgs keeps every node name;
-// the server's decoding keeps only the names its cache holds.
-func parseArgs(body []byte) (*extenderv1.ExtenderArgs, error) {
-	return decodeArgs(plainArgsJSON, nil, body, nil)
-}
-
-// decodeArgs is parseArgs with api and, unless nil, c and rq: node names
-// are looked up in c (nil: kept as they are, see nameSink) and decoded
-// into rq's names array, so that a filter call does not regrow a
-// 5000-name slice from nothing, with their cache entries in rq.entries
-// and the count of names c does not hold in rq.unknown.
-func decodeArgs(api jsoniter.API, c *nodeCache, body []byte, rq *request) (*extenderv1.ExtenderArgs, error) {
-	args := &extenderv1.ExtenderArgs{}
-	var names []string
-	if rq != nil {
-		names = rq.names
-		rq.entries, rq.unknown, rq.rec = rq.entries[:0], 0, nil
-	}
-	// nodeNamesDecoder replaces this pointer when NodeNames is present.
-	absent := &names
-	args.NodeNames = absent
-	if !utf8.Valid(body) || !unmarshal(api, body, args, rq) {
-		fb := fallbackArgs{NodeNames: fallbackNames{sink: newNameSink(c, &names, rq)}}
-		if err := json.Unmarshal(body, &fb); err != nil {
-			var typeErr *json.UnmarshalTypeError
-			if errors.As(err, &typeErr) && typeErr.Struct == "fallbackArgs" {
-				typeErr.Struct = "ExtenderArgs" // the error words it as the scheduler's type
-			}
-			if rq != nil {
-				rq.entries, rq.unknown, rq.rec = rq.entries[:0], 0, nil
-			}
-			return nil, err
-		}
-		if rq != nil {
-			rq.rec = nil // encoding/json decoded the pod
-		}
-		args = &extenderv1.ExtenderArgs{Pod: fb.Pod, Nodes: fb.Nodes}
-		if fb.NodeNames.present {
-			args.NodeNames = &fb.NodeNames.sink.names
-		}
-	} else if args.NodeNames == absent {
-		args.NodeNames = nil
-	}
-	switch {
-	case args.Pod == nil && (rq == nil || rq.rec == nil):
-		return nil, errNoPod
-	case args.NodeNames == nil && args.Nodes != nil && len(args.Nodes.Items) > 0:
-		return nil, errNodesGiven
-	}
-	return args, nil
-}
-
-// serveArgs decodes and checks a filter or prioritize request, then answers
-// with what respond returns for the call's node names and pod: the
-// informer's record of the pod when the body names the object it holds
-// (see podDecoder), else a record made from the body's pod.
+// serveArgs reads a filter or prioritize request, takes an in-flight slot,
+// decodes and checks the body, then answers with what respond returns for
+// the call's node names and pod: the informer's record of the pod when the
+// body names the object it holds (see argsDecoder.readPod), else a record
+// made from the body's pod.
 func (s *server) serveArgs(verb string, respond func(names []string, pod *podRecord, rq *request) any) http.HandlerFunc {
 	nodesPerCall := s.metrics.nodesPerCall.WithLabelValues(verb)
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !s.ready(w) {
 			return
 		}
-		rq, ok := s.readBody(w, r, verb)
+		rq, ok := s.readBody(w, r, verb, s.maxBody)
 		if !ok {
 			return
 		}
 		defer putRequest(rq)
-		args, err := decodeArgs(s.argsJSON, s.cache, rq.body.Bytes(), rq)
-		if err == nil && args.NodeNames != nil {
-			rq.names = *args.NodeNames
+		release, ok := s.acquire(w, r, verb)
+		if !ok {
+			return
 		}
+		defer release()
+		err := s.args.decode(rq.body.Bytes(), rq)
 		switch {
 		case errors.Is(err, errNoPod):
 			http.Error(w, fmt.Sprintf("malformed %s request: no Pod", verb), http.StatusBadRequest)
 		case errors.Is(err, errNodesGiven):
-			http.Error(w, fmt.Sprintf("%s request carries Nodes but no NodeNames: configure this extender with nodeCacheCapable: true", verb), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("%s request carries Nodes (full node objects), refused at their first item: configure this extender with nodeCacheCapable: true, which sends NodeNames only", verb), http.StatusBadRequest)
 		case err != nil:
 			malformed(w, verb, "ExtenderArgs", rq.body.Bytes(), err)
 		default:
-			pod := rq.rec
-			if pod == nil {
-				pod = newPodRecord(s.names, args.Pod)
-			}
-			nodesPerCall.Observe(float64(len(nodeNames(args)) + rq.unknown))
+			nodesPerCall.Observe(float64(len(rq.names) + rq.unknown))
 			if rq.unknown > 0 {
-				s.unknownNodes(verb, pod, rq.unknown)
+				s.unknownNodes(verb, rq.rec, rq.unknown)
 			}
-			writeJSON(w, rq, respond(nodeNames(args), pod, rq))
+			writeJSON(w, rq, respond(rq.names, rq.rec, rq))
 		}
 	}
 }
@@ -361,20 +354,13 @@ func (s *server) unknownNodes(verb string, pod *podRecord, n int) {
 	if verb == "filter" {
 		s.metrics.filtered[rUnknownNode].Add(float64(n))
 	}
-	logrus.WithFields(logrus.Fields{"verb": verb, "pod": pod.namespace + "/" + pod.name, "unknownNodes": n}).
+	logrus.WithFields(logrus.Fields{"verb": verb, "pod": clip(pod.namespace + "/" + pod.name), "unknownNodes": n}).
 		Info("node names the extender's cache does not hold were left out of the answer (the scheduler's view is ahead of the node informer, or the caller is not kube-scheduler)")
-}
-
-func nodeNames(args *extenderv1.ExtenderArgs) []string {
-	if args.NodeNames == nil {
-		return nil
-	}
-	return *args.NodeNames
 }
 
 // filter answers a filter call: the nodes with room for the pod in input
 // order, and for every other node the cache holds exactly what is short.
-// Names the cache does not hold are left out (see nameSink). NodeNames and
+// Names the cache does not hold are left out (see argsDecoder.addName). NodeNames and
 // FailedNodes are never null: the answer always lists the outcome.
 func (s *server) filter(names []string, pod *podRecord, rq *request) any {
 	req, mismatch := pod.req, pod.mismatch
@@ -406,7 +392,7 @@ func (s *server) filter(names []string, pod *podRecord, rq *request) any {
 		counts[rNotEnforced] = len(names)
 		s.metrics.countFiltered(&counts)
 		s.metrics.notEnforced.WithLabelValues("filter").Inc()
-		logrus.WithFields(logrus.Fields{"pod": pod.namespace + "/" + pod.name}).Debug("filter refused a pod that is not enforced: " + msg)
+		logrus.WithFields(logrus.Fields{"pod": clip(pod.namespace + "/" + pod.name)}).Debug("filter refused a pod that is not enforced: " + clip(msg))
 		return res
 	}
 	states := s.nodeStates(names, rq)
@@ -431,7 +417,13 @@ func (s *server) filter(names []string, pod *podRecord, rq *request) any {
 	rq.passed = passed
 	res.NodeNames = &passed
 	s.metrics.countFiltered(&counts)
-	s.filtered.add(pod, passed, s.cache.now())
+	stored := pod
+	if !rq.fromInformer {
+		stored = s.storedPod(pod)
+	}
+	if !s.filtered.add(pod, passed, s.cache.now(), stored) {
+		s.metrics.filterNotRecorded.Inc()
+	}
 	return res
 }
 
@@ -499,17 +491,31 @@ func fraction(left, published int64) float64 {
 	return min(float64(left)/float64(published), 1)
 }
 
+// storedPod returns the informer's record of pod's namespace and name when
+// it has the same UID, else nil.
+func (s *server) storedPod(pod *podRecord) *podRecord {
+	if rec, ok := s.pods.pod(pod.namespace, pod.name); ok && rec.uid == pod.uid {
+		return rec
+	}
+	return nil
+}
+
 func (s *server) serveBind(w http.ResponseWriter, r *http.Request) {
 	if !s.ready(w) {
 		return
 	}
-	rq, ok := s.readBody(w, r, "bind")
+	rq, ok := s.readBody(w, r, "bind", min(s.maxBody, maxBindBytes))
 	if !ok {
 		return
 	}
 	defer putRequest(rq)
-	var args extenderv1.ExtenderBindingArgs
-	if err := json.Unmarshal(rq.body.Bytes(), &args); err != nil {
+	release, ok := s.acquire(w, r, "bind")
+	if !ok {
+		return
+	}
+	defer release()
+	args, err := decodeBindArgs(rq.body.Bytes())
+	if err != nil {
 		malformed(w, "bind", "ExtenderBindingArgs", rq.body.Bytes(), err)
 		return
 	}
@@ -517,7 +523,7 @@ func (s *server) serveBind(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "malformed bind request: PodName, PodNamespace and Node are required", http.StatusBadRequest)
 		return
 	}
-	writeJSON(w, rq, s.bind(r.Context(), &args))
+	writeJSON(w, rq, s.bind(r.Context(), args))
 }
 
 // bind places only pods this extender manages, on a node its own filter
@@ -530,12 +536,12 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 	key := args.PodNamespace + "/" + args.PodName
 	// Built only when something is logged: a successful bind logs at debug.
 	log := func() *logrus.Entry {
-		return logrus.WithFields(logrus.Fields{"pod": key, "node": args.Node, "uid": args.PodUID})
+		return logrus.WithFields(logrus.Fields{"pod": clip(key), "node": clip(args.Node), "uid": clip(string(args.PodUID))})
 	}
 	refuse := func(reason, result, msg string) *extenderv1.ExtenderBindingResult {
 		s.metrics.binds.WithLabelValues(result).Inc()
 		s.metrics.bindRefusals.WithLabelValues(reason).Inc()
-		log().WithFields(logrus.Fields{"result": result, "reason": reason}).Info("bind refused: " + msg)
+		log().WithFields(logrus.Fields{"result": result, "reason": reason}).Info("bind refused: " + clip(msg))
 		return &extenderv1.ExtenderBindingResult{Error: msg}
 	}
 	if args.PodUID == "" {
@@ -548,7 +554,20 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 		return refuse(refusedNotFiltered, bindRejected, fmt.Sprintf("node %s was not passed by this extender's filter for pod %s (UID %s) within %s",
 			args.Node, key, args.PodUID, filterPassTTL))
 	}
-	rec := s.lookupPod(args, filtered)
+	// Then the pod as the API holds it: it alone says what the pod asks,
+	// which scheduler it names and whether it is bound.
+	rec, err := s.apiPod(ctx, args)
+	switch {
+	case errors.Is(err, errPodGone):
+		return refuse(refusedPodGone, bindRejected, fmt.Sprintf("pod %s with UID %s: %v", key, args.PodUID, err))
+	case err != nil:
+		s.metrics.binds.WithLabelValues(bindAPIError).Inc()
+		log().WithError(err).Warn("reading the pod to bind from the API server failed")
+		return &extenderv1.ExtenderBindingResult{Error: fmt.Sprintf("reading pod %s: %v", key, err)}
+	case !filtered.sameDemand(rec):
+		return refuse(refusedFilterDisagrees, bindRejected, fmt.Sprintf("the pod this extender's filter judged for pod %s (UID %s) is not the one the API server holds: they differ in reclaimed requests, limits or scheduler name",
+			key, args.PodUID))
+	}
 	if !s.schedulerNames[rec.schedulerName] {
 		return refuse(refusedScheduler, bindRejected, fmt.Sprintf("pod %s names scheduler %q, not one this extender binds for (--scheduler-name)", key, rec.schedulerName))
 	}
@@ -593,17 +612,46 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 	return &extenderv1.ExtenderBindingResult{}
 }
 
-// lookupPod returns the pod's record from the informer when it has the pod
-// with the UID the scheduler names (it follows later changes, such as the
-// pod being bound), else the one filter made of it: the scheduler's own
-// watch may be ahead of ours.
-func (s *server) lookupPod(args *extenderv1.ExtenderBindingArgs, filtered *podRecord) *podRecord {
+// errPodGone: the API server holds no pod of that name and UID.
+var errPodGone = errors.New("the API server holds no such pod")
+
+// apiPod returns the pod as the API server holds it: the informer's record
+// when it has the pod with the UID the scheduler names (it follows later
+// changes, such as the pod being bound), else a GET's. The scheduler's own
+// watch may be ahead of ours, and what a filter body says of a pod never
+// stands in for it: anything that reaches the verbs can send one.
+func (s *server) apiPod(ctx context.Context, args *extenderv1.ExtenderBindingArgs) (*podRecord, error) {
 	if rec, ok := s.pods.pod(args.PodNamespace, args.PodName); ok && rec.uid == args.PodUID {
 		s.metrics.bindFromInformer.Inc()
-		return rec
+		return rec, nil
 	}
-	s.metrics.bindFromFilter.Inc()
-	return filtered
+	s.metrics.bindFromAPI.Inc()
+	gctx, cancel := context.WithTimeout(ctx, bindAPITimeout)
+	defer cancel()
+	p, err := s.client.CoreV1().Pods(args.PodNamespace).Get(gctx, args.PodName, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, errPodGone
+	case err != nil:
+		return nil, err
+	case p.UID != args.PodUID:
+		return nil, fmt.Errorf("%w: the pod of that name has UID %s", errPodGone, p.UID)
+	}
+	return newPodRecord(s.names, p), nil
+}
+
+// clip bounds a string of a request in a log line. The decoders keep no
+// name longer than maxNameBytes, but messages built from a body (a pod's
+// container names) can be longer.
+func clip(s string) string {
+	if len(s) <= maxNameBytes {
+		return s
+	}
+	i := maxNameBytes
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "… (" + strconv.Itoa(len(s)) + " bytes)"
 }
 
 // definitelyNotBound reports whether the API server certainly did not create

@@ -46,6 +46,8 @@ func TestFilterAnswersForTheInformersRecordOnlyWhenTheBodyNamesTheObjectItHolds(
 		// wantShort: the answer is for the body's pod (3000m does not
 		// fit), not for the record (1000m fits).
 		wantShort bool
+		// wantRefused: the body is refused with this message.
+		wantRefused string
 	}{
 		{name: "the same namespace, name, UID and resourceVersion: the record", body: bodyWithPod(t, storedMeta)},
 		{name: "metadata after spec: the record", body: fmt.Sprintf(`{"Pod":%s,"NodeNames":["n"]}`,
@@ -55,15 +57,23 @@ func TestFilterAnswersForTheInformersRecordOnlyWhenTheBodyNamesTheObjectItHolds(
 		{name: "another UID: the body's pod", body: bodyWithPod(t, strings.Replace(storedMeta, "uid-stored", "uid-other", 1)), wantShort: true},
 		{name: "a pod the informer does not hold: the body's pod", body: bodyWithPod(t, strings.Replace(storedMeta, `"stored"`, `"unknown"`, 1)), wantShort: true},
 		{name: "no resourceVersion: the body's pod", body: bodyWithPod(t, `"namespace":"batch","name":"stored","uid":"uid-stored"`), wantShort: true},
-		{name: "a key encoding/json folds onto uid: the body's pod", body: bodyWithPod(t, storedMeta+`,"UID":"uid-other"`), wantShort: true},
-		{name: "a non-ASCII key encoding/json folds onto namespace: the body's pod", body: bodyWithPod(t, storedMeta+`,"nameſpace":"other"`), wantShort: true},
-		{name: "metadata spelled in another case: the body's pod", body: strings.Replace(bodyWithPod(t, storedMeta), `"metadata"`, `"Metadata"`, 1), wantShort: true},
-		{name: "a second Pod after the stored one is merged as encoding/json merges: the body's pod",
-			body: strings.Replace(bodyWithPod(t, storedMeta), `,"NodeNames"`, `,"Pod":`+specOnly(t)+`,"NodeNames"`, 1), wantShort: true},
+		{name: "metadata spelled in another case reads as encoding/json reads it: the record", body: strings.Replace(bodyWithPod(t, storedMeta), `"metadata"`, `"Metadata"`, 1)},
+		// encoding/json would read these otherwise than the first key
+		// says (the last of two, or a merge): refused.
+		{name: "a key encoding/json folds onto uid is refused", body: bodyWithPod(t, storedMeta+`,"UID":"uid-other"`), wantRefused: "Pod.metadata.uid: the field is repeated"},
+		{name: "a non-ASCII key encoding/json folds onto namespace is refused", body: bodyWithPod(t, storedMeta+`,"nameſpace":"other"`), wantRefused: "Pod.metadata.namespace: the field is repeated"},
+		{name: "a second Pod after the stored one is refused",
+			body: strings.Replace(bodyWithPod(t, storedMeta), `,"NodeNames"`, `,"Pod":`+specOnly(t)+`,"NodeNames"`, 1), wantRefused: "Pod: the field is repeated"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := f.post("/filter", tt.body)
+			if tt.wantRefused != "" {
+				if rec.Code != http.StatusBadRequest || !strings.Contains(rec.Body.String(), tt.wantRefused) {
+					t.Fatalf("%d %q, want a 400 saying %q", rec.Code, rec.Body.String(), tt.wantRefused)
+				}
+				return
+			}
 			var res extenderv1.ExtenderFilterResult
 			decodeOK(t, rec, &res)
 			if tt.wantShort {

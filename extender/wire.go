@@ -1,501 +1,635 @@
 package extender
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
-	"reflect"
+	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
-	"unsafe"
 
 	jsoniter "github.com/json-iterator/go"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// The JSON of the extender verbs: json-iterator, configured as encoding/json
-// behaves, with two changes on the path of every scheduling attempt, where a
-// call carries up to thousands of node names.
+// The JSON of the extender verbs.
 //
-//   - Decoding: ExtenderArgs.NodeNames is read by nodeNamesDecoder, which
-//     looks each name up in the node cache once: it hands out the cache's
-//     own copy of a known name instead of a new string per name and call
-//     (the scheduler sends the same names on every call), and keeps the
-//     node's cache entry for the verb, which then needs no second lookup.
-//   - Decoding: ExtenderArgs.Pod is read by podDecoder, which answers for
-//     the informer's record of the pod when the body names the very
-//     object the informer holds, instead of decoding the whole pod.
-//   - Encoding: map keys (FailedNodes) are not sorted, and <, > and & are
-//     not escaped. kube-scheduler reads the answer into a map, so the order
-//     carries nothing, and sorting thousands of keys was most of an answer's
-//     cost; the HTML escapes only matter for JSON pasted into HTML.
-
-// argsConfig is json-iterator's encoding/json-compatible configuration.
-var argsConfig = jsoniter.Config{EscapeHTML: true, SortMapKeys: true, ValidateJsonRawMessage: true}
+// Bodies are read by the decoders below, which walk the body with
+// json-iterator's Iterator and keep only what the verbs read: of a filter
+// or prioritize body the pod's metadata, the fields of its spec and status
+// a podRecord is made of, and the node names; of a bind body its four
+// names. Everything else is skipped, never decoded, so what a body can make
+// the extender hold is bounded by construction, whatever its size:
+//
+//   - Nodes (full node objects, sent only to extenders that are not
+//     nodeCacheCapable) is refused at its first item;
+//   - containers and initContainers are refused at the first beyond
+//     maxContainers, every string kept at the first beyond maxNameBytes,
+//     a quantity beyond maxQuantityBytes;
+//   - of resource lists only the four names the verbs read are kept;
+//   - node names are looked up in the node cache, never copied (see
+//     argsDecoder.addName).
+//
+// Keys match fields as encoding/json matches them (exactly, else ignoring
+// case) and a field read twice in one object is refused, so a body the
+// decoders accept reads as encoding/json would read it; the fuzz targets
+// check both.
+//
+// Answers are encoded with json-iterator without sorting map keys
+// (FailedNodes) and without escaping <, > and &: kube-scheduler reads the
+// answer into a map, so the order carries nothing, and sorting thousands of
+// keys was most of an answer's cost; the HTML escapes only matter for JSON
+// pasted into HTML.
 
 // answerJSON encodes the answers.
 var answerJSON = jsoniter.Config{ValidateJsonRawMessage: true}.Froze()
 
-// plainArgsJSON decodes ExtenderArgs without a cache to intern names from
-// and without pod records (parseArgs, the fuzz target's entry).
-var plainArgsJSON = newArgsJSON(nil, nil)
+// bodyJSON lends the iterators the decoders walk bodies with.
+var bodyJSON = jsoniter.Config{}.Froze()
 
-// newArgsJSON returns a decoder of ExtenderArgs whose NodeNames are interned
-// from c's node names (none when c is nil) and whose Pod is answered from
-// pods' records when it can be (never when pods is nil). Each server has
-// its own: the decoder is bound to its cache and informer.
-func newArgsJSON(c *nodeCache, pods podSource) jsoniter.API {
-	api := argsConfig.Froze()
-	api.RegisterExtension(&argsExtension{names: &nodeNamesDecoder{cache: c}, pods: pods, api: api})
-	return api
+// Bounds of what the decoders keep of a body. A pod read from the API
+// server is far within them; a body beyond them is refused with an error
+// naming the field.
+const (
+	// maxContainers bounds containers and initContainers, each.
+	maxContainers = 256
+	// maxQuantityBytes bounds a resource quantity as written (the API
+	// server writes them canonical, a few bytes).
+	maxQuantityBytes = 64
+	// maxUncachedNames bounds the node names kept by a decoder without a
+	// node cache (tests); with one, the cache's size bounds them.
+	maxUncachedNames = 1 << 16
+)
+
+// bodyError is a body the decoders refuse for what it holds rather than for
+// its JSON syntax.
+type bodyError struct {
+	msg string
+	// bound: the body is beyond one of the decoders' bounds (encoding/json
+	// would read it).
+	bound bool
 }
 
-var argsType = reflect.TypeFor[extenderv1.ExtenderArgs]()
+func (e *bodyError) Error() string { return e.msg }
 
-// argsExtension puts nodeNamesDecoder on ExtenderArgs.NodeNames and
-// podDecoder on ExtenderArgs.Pod.
-type argsExtension struct {
-	jsoniter.DummyExtension
-	names *nodeNamesDecoder
-	pods  podSource
-	api   jsoniter.API
+// Errors of the decoders besides malformed JSON.
+var (
+	errNoPod = &bodyError{msg: "no Pod"}
+	// errNodesGiven: the body carries full Nodes, so the scheduler is not
+	// configured nodeCacheCapable.
+	errNodesGiven = &bodyError{msg: "carries Nodes (full node objects)"}
+	// errRepeatedNames: more known names than the cache holds nodes, so the
+	// list repeats names, which kube-scheduler never does.
+	errRepeatedNames     = &bodyError{msg: "NodeNames repeats node names: more known names than the extender caches nodes", bound: true}
+	errNotUTF8           = &bodyError{msg: "the body is not valid UTF-8"}
+	errTooManyContainers = &bodyError{msg: fmt.Sprintf("more than %d containers", maxContainers), bound: true}
+	errTrailing          = &bodyError{msg: "data after the JSON object"}
+)
+
+// fieldError says where in the body an error is: the path of fields and
+// array indexes down to the value, as in Pod.spec.containers[2].resources.
+type fieldError struct {
+	path string
+	err  error
 }
 
-func (e *argsExtension) UpdateStructDescriptor(sd *jsoniter.StructDescriptor) {
-	if sd.Type.Type1() != argsType {
+func (e *fieldError) Error() string { return e.path + ": " + e.err.Error() }
+func (e *fieldError) Unwrap() error { return e.err }
+
+// at puts name (a field, or an index "[i]") in front of the path of the
+// error at iter.
+func at(iter *jsoniter.Iterator, name string) {
+	var fe *fieldError
+	if !errors.As(iter.Error, &fe) {
+		iter.Error = &fieldError{path: name, err: iter.Error}
 		return
 	}
-	if b := sd.GetField("NodeNames"); b != nil {
-		b.Decoder = e.names
-	}
-	if b := sd.GetField("Pod"); b != nil && e.pods != nil {
-		b.Decoder = &podDecoder{full: b.Decoder, pods: e.pods, api: e.api}
+	if fe.path[0] == '[' {
+		fe.path = name + fe.path
+	} else {
+		fe.path = name + "." + fe.path
 	}
 }
 
-// podDecoder decodes ExtenderArgs.Pod (a *corev1.Pod field). kube-scheduler
-// sends the whole pod, managedFields included, on every filter call, and
-// decoding it was the largest part of the verbs' own work, while the verbs
-// read nothing of it that the pod informer's record does not hold already.
-// So when the body's pod names, by namespace, name, UID and
-// resourceVersion, the object the informer holds, the call is answered for
-// that record (request.rec) and the rest of the pod is skipped: one
-// resourceVersion is one stored object, so what the body says beyond its
-// metadata is what the record was made from. Any other pod (one the
-// informer has not seen yet, another version, metadata written in a way
-// podMeta does not read) is decoded in full, as it always was.
-//
-// The iterator's Attachment must be the call's *request; without one the
-// pod is decoded in full.
-type podDecoder struct {
-	full jsoniter.ValDecoder
+// fail sets the error at iter, unless there is one already.
+func fail(iter *jsoniter.Iterator, err error) {
+	if iter.Error == nil {
+		iter.Error = err
+	}
+}
+
+// expect fails iter with a value of the wrong kind.
+func expect(iter *jsoniter.Iterator, want string) {
+	fail(iter, &bodyError{msg: "expects " + want + ", found " + kindOf(iter.WhatIsNext())})
+}
+
+func kindOf(t jsoniter.ValueType) string {
+	switch t {
+	case jsoniter.StringValue:
+		return "a string"
+	case jsoniter.NumberValue:
+		return "a number"
+	case jsoniter.NilValue:
+		return "null"
+	case jsoniter.BoolValue:
+		return "a boolean"
+	case jsoniter.ArrayValue:
+		return "an array"
+	case jsoniter.ObjectValue:
+		return "an object"
+	}
+	return "no JSON value"
+}
+
+// fields are the keys of one JSON object a decoder reads.
+type fields []string
+
+// index returns the field key names, as encoding/json matches a key to a
+// struct field: exactly, else ignoring case (with Unicode simple folding,
+// as strings.EqualFold). -1: none.
+func (fs fields) index(key string) int {
+	for i, f := range fs {
+		if key == f {
+			return i
+		}
+	}
+	for i, f := range fs {
+		if strings.EqualFold(key, f) {
+			return i
+		}
+	}
+	return -1
+}
+
+// readObject reads the object at iter, or null (present false). For each
+// key naming one of fs it calls read with the field's index, which must
+// read the value; every other value is skipped. A field named twice is
+// refused: encoding/json would merge the two, and kube-scheduler never
+// writes one twice.
+func readObject(iter *jsoniter.Iterator, fs fields, read func(i int)) (present bool) {
+	switch iter.WhatIsNext() {
+	case jsoniter.NilValue:
+		iter.ReadNil()
+		return false
+	case jsoniter.ObjectValue:
+	default:
+		expect(iter, "an object")
+		return false
+	}
+	var seen uint64
+	iter.ReadObjectCB(func(iter *jsoniter.Iterator, key string) bool {
+		if iter.Error != nil {
+			return false
+		}
+		i := fs.index(key)
+		if i < 0 {
+			iter.Skip()
+			return iter.Error == nil
+		}
+		if seen&(1<<i) != 0 {
+			fail(iter, &bodyError{msg: "the field is repeated"})
+			at(iter, fs[i])
+			return false
+		}
+		seen |= 1 << i
+		read(i)
+		if iter.Error != nil {
+			at(iter, fs[i])
+			return false
+		}
+		return true
+	})
+	return iter.Error == nil
+}
+
+// readArray reads the array at iter, or null, calling read for each
+// element, which must read it; an element beyond limit (none when
+// negative) is refused with tooMany before it is read.
+func readArray(iter *jsoniter.Iterator, limit int, tooMany error, read func(i int)) {
+	switch iter.WhatIsNext() {
+	case jsoniter.NilValue:
+		iter.ReadNil()
+		return
+	case jsoniter.ArrayValue:
+	default:
+		expect(iter, "an array")
+		return
+	}
+	i := 0
+	iter.ReadArrayCB(func(iter *jsoniter.Iterator) bool {
+		if iter.Error != nil {
+			return false
+		}
+		if i == limit {
+			fail(iter, tooMany)
+			return false
+		}
+		read(i)
+		if iter.Error != nil {
+			at(iter, "["+strconv.Itoa(i)+"]")
+			return false
+		}
+		i++
+		return true
+	})
+}
+
+// readName reads a string (null reads as "") of at most maxNameBytes bytes:
+// the names of objects, which the API server bounds so.
+func readName(iter *jsoniter.Iterator) string {
+	switch iter.WhatIsNext() {
+	case jsoniter.NilValue:
+		iter.ReadNil()
+		return ""
+	case jsoniter.StringValue:
+	default:
+		expect(iter, "a string")
+		return ""
+	}
+	s := iter.ReadString()
+	if len(s) > maxNameBytes {
+		fail(iter, &bodyError{msg: fmt.Sprintf("longer than %d bytes, more than the API server allows", maxNameBytes), bound: true})
+		return ""
+	}
+	return s
+}
+
+// finish checks that nothing but white space follows the value read, and
+// returns the decoding error, if any, in words (see explain).
+func finish(iter *jsoniter.Iterator, body []byte) error {
+	if iter.Error == nil {
+		iter.WhatIsNext() // sets io.EOF when only white space is left
+		if iter.Error == nil {
+			iter.Error = errTrailing
+		} else if errors.Is(iter.Error, io.EOF) {
+			return nil
+		}
+	}
+	return explain(body, iter.Error)
+}
+
+// explain returns err, unless the body is not JSON at all: then
+// encoding/json's syntax error, which says where in its own words (the
+// decoders stop at the first problem they meet, and json-iterator's errors
+// quote the body around it). A body refused for a bound, or for Nodes, is
+// not read further.
+func explain(body []byte, err error) error {
+	var be *bodyError
+	if errors.As(err, &be) && (be.bound || be == errNodesGiven) {
+		return err
+	}
+	// Decoding into an empty struct scans the body and keeps nothing.
+	var syntax *json.SyntaxError
+	if jerr := json.Unmarshal(body, &struct{}{}); errors.As(jerr, &syntax) {
+		return jerr
+	}
+	return err
+}
+
+// argsDecoder reads the body of a filter or prioritize call
+// (kube-scheduler's ExtenderArgs) into a request: the pod's record in rec,
+// the node names the cache holds in names (with their cache entries in
+// entries) and the count of the others in unknown.
+type argsDecoder struct {
+	names reclaimable.Names
+	// cache: node names are looked up in it (nil: every name is kept).
+	cache *nodeCache
+	// pods: a body's pod is answered for the informer's record when it
+	// names the object the informer holds (nil: never).
 	pods podSource
-	api  jsoniter.API
 }
 
-func (d *podDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
-	rq, _ := iter.Attachment.(*request)
-	switch {
-	case rq != nil && rq.rec != nil:
-		// A second Pod after one answered from its record: encoding/json
-		// would merge the two, which only a full decode can do.
-		iter.ReportError("decode Pod", "Pod repeated")
-		return
-	case rq == nil || *(**corev1.Pod)(ptr) != nil || iter.WhatIsNext() != jsoniter.ObjectValue:
-		d.full.Decode(ptr, iter)
-		return
+var (
+	argsFields      = fields{"Pod", "Nodes", "NodeNames"}
+	podFields       = fields{"metadata", "spec", "status"}
+	metaFields      = fields{"namespace", "name", "uid", "resourceVersion", "creationTimestamp"}
+	specFields      = fields{"nodeName", "schedulerName", "containers", "initContainers", "overhead"}
+	containerFields = fields{"name", "restartPolicy", "resources"}
+	resourceFields  = fields{"requests", "limits"}
+	statusFields    = fields{"phase"}
+	listFields      = fields{"items"}
+)
+
+// decode reads body into rq. An error is errNoPod, errNodesGiven, another
+// *bodyError (possibly in a *fieldError) or malformed JSON.
+func (d *argsDecoder) decode(body []byte, rq *request) error {
+	rq.names, rq.entries, rq.unknown, rq.rec, rq.fromInformer = rq.names[:0], rq.entries[:0], 0, nil, false
+	if !utf8.Valid(body) {
+		return errNotUTF8
 	}
-	if rq.podRaw == nil {
-		rq.podRaw = make([]byte, 0, 4<<10) // json-iterator captures only into a non-nil slice
+	iter := bodyJSON.BorrowIterator(body)
+	defer bodyJSON.ReturnIterator(iter)
+	if next := iter.WhatIsNext(); next != jsoniter.ObjectValue && next != jsoniter.NilValue {
+		expect(iter, "a JSON object")
+		return explain(body, iter.Error)
 	}
-	rq.podRaw = iter.SkipAndAppendBytes(rq.podRaw[:0])
-	if iter.Error != nil {
-		return
+	readObject(iter, argsFields, func(i int) {
+		switch i {
+		case 0:
+			d.readPod(iter, rq)
+		case 1:
+			// Refused at its first item, whatever follows.
+			readObject(iter, listFields, func(int) { readArray(iter, 0, errNodesGiven, func(int) {}) })
+		case 2:
+			d.readNames(iter, rq)
+		}
+	})
+	if err := finish(iter, body); err != nil {
+		rq.names, rq.entries, rq.unknown, rq.rec, rq.fromInformer = rq.names[:0], rq.entries[:0], 0, nil, false
+		return err
 	}
-	if rec := d.stored(rq.podRaw); rec != nil {
-		rq.rec = rec
-		return
+	if rq.rec == nil {
+		return errNoPod
 	}
-	sub := d.api.BorrowIterator(rq.podRaw)
-	defer d.api.ReturnIterator(sub)
-	d.full.Decode(ptr, sub)
-	if sub.Error != nil && !errors.Is(sub.Error, io.EOF) {
-		iter.ReportError("decode Pod", sub.Error.Error())
-	}
+	return nil
 }
 
-// stored returns the informer's record of the pod in raw when raw's
-// metadata names it exactly, nil otherwise.
-func (d *podDecoder) stored(raw []byte) *podRecord {
-	iter := d.api.BorrowIterator(raw)
-	defer d.api.ReturnIterator(iter)
-	m, ok := readPodMeta(iter)
-	if !ok || m.uid == "" || m.resourceVersion == "" {
+// readNames reads NodeNames, each name looked up in the cache (see addName)
+// under one read lock.
+func (d *argsDecoder) readNames(iter *jsoniter.Iterator, rq *request) {
+	if d.cache != nil {
+		d.cache.mu.RLock()
+		defer d.cache.mu.RUnlock()
+	}
+	// Bounded by addName.
+	readArray(iter, -1, nil, func(int) {
+		var name []byte
+		switch iter.WhatIsNext() {
+		case jsoniter.NilValue: // null reads as "", as encoding/json reads it
+			iter.ReadNil()
+		case jsoniter.StringValue:
+			name = d.readString(iter, rq)
+		default:
+			expect(iter, "a string")
+			return
+		}
+		if iter.Error == nil {
+			if err := d.addName(name, rq); err != nil {
+				fail(iter, err)
+			}
+		}
+	})
+}
+
+// readString returns the string at iter without allocating one when it has
+// no escape sequence: the bytes are valid until rq.scratch is used again.
+func (d *argsDecoder) readString(iter *jsoniter.Iterator, rq *request) []byte {
+	raw := iter.SkipAndAppendBytes(rq.scratch[:0])
+	rq.scratch = raw[:0]
+	if iter.Error != nil || len(raw) < 2 {
 		return nil
 	}
-	rec, found := d.pods.pod(m.namespace, m.name)
-	if !found || string(rec.uid) != m.uid || rec.resourceVersion != m.resourceVersion {
+	s := raw[1 : len(raw)-1]
+	for _, c := range s {
+		if c == '\\' {
+			sub := bodyJSON.BorrowIterator(raw)
+			defer bodyJSON.ReturnIterator(sub)
+			return []byte(sub.ReadString())
+		}
+	}
+	return s
+}
+
+// addName takes the node name in b (not kept). With a cache, only names
+// the cache holds are kept, as the cache's own string (the scheduler sends
+// the same names on every call), with their entry, which the verb then
+// needs no second lookup for; the others are only counted: kube-scheduler
+// drops every node an answer does not list, so an unknown name needs no
+// entry of its own, and a body of a million names the cache does not hold
+// costs no memory beyond the body. The caller holds the cache's read lock.
+func (d *argsDecoder) addName(b []byte, rq *request) error {
+	if d.cache == nil {
+		if len(rq.names) >= maxUncachedNames {
+			return &bodyError{msg: fmt.Sprintf("more than %d node names", maxUncachedNames), bound: true}
+		}
+		rq.names = append(rq.names, string(b))
+		return nil
+	}
+	e := d.cache.nodes[string(b)] // no allocation: the compiler looks up b in place
+	if e == nil {
+		rq.unknown++
+		return nil
+	}
+	// Known names are bounded by the cache, unless the body repeats them.
+	if len(rq.names) >= len(d.cache.nodes) {
+		return errRepeatedNames
+	}
+	rq.names = append(rq.names, e.name)
+	rq.entries = append(rq.entries, e)
+	return nil
+}
+
+// readPod reads the pod into rq.rec: the informer's record when the
+// pod's metadata names, by namespace, name, UID and resourceVersion, the
+// object the informer holds (one resourceVersion is one stored object, so
+// what the body says beyond its metadata is what the record was made from,
+// and the rest of the pod is skipped); otherwise a record made from the
+// fields of the body's pod that newPodRecord reads, the only ones decoded.
+func (d *argsDecoder) readPod(iter *jsoniter.Iterator, rq *request) {
+	var p corev1.Pod
+	var stored *podRecord
+	present := readObject(iter, podFields, func(i int) {
+		switch {
+		case i == 0:
+			readObject(iter, metaFields, func(i int) { readMeta(iter, &p.ObjectMeta, i) })
+			if iter.Error == nil {
+				stored = d.stored(&p.ObjectMeta)
+			}
+		case stored != nil:
+			iter.Skip()
+		case i == 1:
+			readObject(iter, specFields, func(i int) { d.readSpec(iter, &p.Spec, i, rq) })
+		case i == 2:
+			readObject(iter, statusFields, func(int) { p.Status.Phase = corev1.PodPhase(readName(iter)) })
+		}
+	})
+	switch {
+	case !present || iter.Error != nil:
+	case stored != nil:
+		rq.rec, rq.fromInformer = stored, true
+	default:
+		rq.rec = newPodRecord(d.names, &p)
+	}
+}
+
+// stored returns the informer's record of the pod m names exactly, nil
+// when the informer holds no such object.
+func (d *argsDecoder) stored(m *metav1.ObjectMeta) *podRecord {
+	if d.pods == nil || m.UID == "" || m.ResourceVersion == "" {
+		return nil
+	}
+	rec, found := d.pods.pod(m.Namespace, m.Name)
+	if !found || rec.uid != m.UID || rec.resourceVersion != m.ResourceVersion {
 		return nil
 	}
 	return rec
 }
 
-// podMeta is what podDecoder compares with a record.
-type podMeta struct {
-	namespace, name, uid, resourceVersion string
+// readMeta reads field i of metaFields.
+func readMeta(iter *jsoniter.Iterator, m *metav1.ObjectMeta, i int) {
+	switch i {
+	case 0:
+		m.Namespace = readName(iter)
+	case 1:
+		m.Name = readName(iter)
+	case 2:
+		m.UID = types.UID(readName(iter))
+	case 3:
+		m.ResourceVersion = readName(iter)
+	case 4:
+		// As metav1.Time reads it: null, or an RFC 3339 string.
+		s := readName(iter)
+		if s == "" || iter.Error != nil {
+			return
+		}
+		t, err := time.Parse(time.RFC3339, s)
+		if err != nil {
+			fail(iter, &bodyError{msg: err.Error()})
+			return
+		}
+		m.CreationTimestamp = metav1.NewTime(t)
+	}
 }
 
-// readPodMeta reads metadata.namespace, name, uid and resourceVersion of
-// the pod object at iter, skipping everything else. ok is false when the
-// object holds a key that encoding/json would match to one of these (or
-// to metadata) but is not written exactly so (other case, non-ASCII
-// letters that fold to ASCII), or a value that is not a string: such a pod
-// is decoded in full, and encoding/json's reading decides.
-func readPodMeta(iter *jsoniter.Iterator) (m podMeta, ok bool) {
-	ok = true
-	iter.ReadObjectCB(func(iter *jsoniter.Iterator, key string) bool {
-		switch exactKey(key, "metadata") {
-		case keyOther:
-			iter.Skip()
-			return true
-		case keyAmbiguous:
-			ok = false
-			return false
-		}
-		return iter.ReadObjectCB(func(iter *jsoniter.Iterator, key string) bool {
-			var dst *string
-			for _, f := range [...]struct {
-				name string
-				dst  *string
-			}{{"namespace", &m.namespace}, {"name", &m.name}, {"uid", &m.uid}, {"resourceVersion", &m.resourceVersion}} {
-				switch exactKey(key, f.name) {
-				case keyExact:
-					dst = f.dst
-				case keyAmbiguous:
-					ok = false
-					return false
+// readSpec reads field i of specFields.
+func (d *argsDecoder) readSpec(iter *jsoniter.Iterator, s *corev1.PodSpec, i int, rq *request) {
+	switch i {
+	case 0:
+		s.NodeName = readName(iter)
+	case 1:
+		s.SchedulerName = readName(iter)
+	case 2:
+		s.Containers = d.readContainers(iter, s.Containers, rq)
+	case 3:
+		s.InitContainers = d.readContainers(iter, s.InitContainers, rq)
+	case 4:
+		s.Overhead = d.readResources(iter, rq)
+	}
+}
+
+func (d *argsDecoder) readContainers(iter *jsoniter.Iterator, cs []corev1.Container, rq *request) []corev1.Container {
+	readArray(iter, maxContainers, errTooManyContainers, func(int) {
+		cs = append(cs, corev1.Container{})
+		c := &cs[len(cs)-1]
+		readObject(iter, containerFields, func(i int) {
+			switch i {
+			case 0:
+				c.Name = readName(iter)
+			case 1:
+				if p := corev1.ContainerRestartPolicy(readName(iter)); p != "" {
+					c.RestartPolicy = &p
 				}
+			case 2:
+				readObject(iter, resourceFields, func(i int) {
+					if i == 0 {
+						c.Resources.Requests = d.readResources(iter, rq)
+					} else {
+						c.Resources.Limits = d.readResources(iter, rq)
+					}
+				})
 			}
-			if dst == nil {
-				iter.Skip()
-				return true
-			}
-			if iter.WhatIsNext() != jsoniter.StringValue {
-				ok = false
-				return false
-			}
-			*dst = iter.ReadString()
-			return true
 		})
 	})
-	return m, ok && iter.Error == nil
+	return cs
 }
 
-type keyMatch uint8
-
-const (
-	keyOther keyMatch = iota
-	keyExact
-	keyAmbiguous
-)
-
-// exactKey tells whether key is want exactly, another key, or one that
-// encoding/json's case-insensitive matching may take for want: the same
-// letters in another case, or any key with a non-ASCII byte (encoding/json
-// folds some, such as U+017F to s and U+212A to k).
-func exactKey(key, want string) keyMatch {
-	switch {
-	case key == want:
-		return keyExact
-	case strings.EqualFold(key, want):
-		return keyAmbiguous
-	}
-	for i := 0; i < len(key); i++ {
-		if key[i] >= utf8.RuneSelf {
-			return keyAmbiguous
-		}
-	}
-	return keyOther
-}
-
-// nodeNamesDecoder decodes a JSON array of strings (or null) into a
-// *[]string field. Names are taken in place from the body and looked up in
-// the cache (see nameSink): a name the cache does not know is counted, not
-// kept. When the iterator's Attachment is a *request, the entry of each
-// kept name is appended to its entries, in order, and the unknown names
-// are counted in its unknown. A name with an escape sequence or a control
-// character is refused, which sends the whole body to encoding/json (see
-// decodeArgs): node names never contain them, and encoding/json then
-// decides exactly as kube-scheduler's encoder meant.
-//
-// When the field already points to a slice, its backing array is reused;
-// the field is always given a new pointer, so the caller can tell a present
-// field from an absent one.
-type nodeNamesDecoder struct {
-	cache *nodeCache
-}
-
-func (d *nodeNamesDecoder) Decode(ptr unsafe.Pointer, iter *jsoniter.Iterator) {
-	field := (**[]string)(ptr)
+// readResources reads a resource list, keeping the quantities of the
+// reclaimed resources and of native cpu and memory, the only ones the
+// verbs read; a key written twice keeps its last value, as encoding/json
+// does with a map.
+func (d *argsDecoder) readResources(iter *jsoniter.Iterator, rq *request) corev1.ResourceList {
 	switch iter.WhatIsNext() {
 	case jsoniter.NilValue:
 		iter.ReadNil()
-		*field = nil
-		return
-	case jsoniter.ArrayValue:
-	default:
-		iter.ReportError("decode NodeNames", "expects an array of strings or null")
-		return
-	}
-	rq, _ := iter.Attachment.(*request)
-	sink := newNameSink(d.cache, *field, rq)
-	if d.cache != nil {
-		d.cache.mu.RLock()
-		defer d.cache.mu.RUnlock()
-	}
-	for iter.ReadArray() {
-		if iter.WhatIsNext() != jsoniter.StringValue {
-			iter.ReportError("decode NodeNames", "expects a string")
-			return
-		}
-		b := iter.ReadStringAsSlice()
-		if iter.Error != nil {
-			return
-		}
-		if !plainString(b) {
-			iter.ReportError("decode NodeNames", "escaped or control characters in a name")
-			return
-		}
-		if err := sink.add(b); err != nil {
-			iter.ReportError("decode NodeNames", err.Error())
-			return
-		}
-	}
-	if iter.Error != nil {
-		return
-	}
-	*field = &sink.names
-}
-
-// errRepeatedNames: more known names than the cache holds nodes, so the
-// list repeats names, which kube-scheduler never does.
-var errRepeatedNames = errors.New("NodeNames repeats node names: more known names than the extender caches nodes")
-
-// nameSink collects the node names of one call. With a cache, only names
-// the cache holds are kept, as the cache's own string (the scheduler sends
-// the same names on every call), and the others are only counted: kube-
-// scheduler drops every node an answer does not list, so an unknown name
-// needs no entry of its own, and a body of a million names the cache does
-// not hold costs no memory beyond the body. Without a cache (parseArgs)
-// every name is kept.
-type nameSink struct {
-	cache *nodeCache
-	names []string
-	rq    *request
-	// unknown counts the names not kept when rq is nil.
-	unknown int
-}
-
-// newNameSink reuses the backing array of *prev when there is one.
-func newNameSink(c *nodeCache, prev *[]string, rq *request) *nameSink {
-	names := []string{} // never nil: [] is not null
-	if prev != nil && *prev != nil {
-		names = (*prev)[:0]
-	}
-	if rq != nil {
-		rq.entries, rq.unknown = rq.entries[:0], 0
-	}
-	return &nameSink{cache: c, names: names, rq: rq}
-}
-
-// add takes the name in b (not kept). The caller holds the cache's read
-// lock.
-func (s *nameSink) add(b []byte) error {
-	if s.cache == nil {
-		s.names = append(s.names, string(b))
 		return nil
-	}
-	e := s.cache.nodes[string(b)] // no allocation: the compiler looks up b in place
-	if e == nil {
-		if s.rq != nil {
-			s.rq.unknown++
-		} else {
-			s.unknown++
-		}
-		return nil
-	}
-	// Known names are bounded by the cache, unless the body repeats them.
-	if len(s.names) >= len(s.cache.nodes) {
-		return errRepeatedNames
-	}
-	s.names = append(s.names, e.name)
-	if s.rq != nil {
-		s.rq.entries = append(s.rq.entries, e)
-	}
-	return nil
-}
-
-// fallbackArgs is ExtenderArgs for the bodies json-iterator refuses (see
-// decodeArgs): encoding/json decides, but NodeNames still go through a
-// nameSink, so that such a body cannot make the extender keep a string per
-// name either.
-type fallbackArgs struct {
-	Pod   *corev1.Pod
-	Nodes *corev1.NodeList
-	// NodeNames is a value, not a pointer: encoding/json would replace a
-	// pointer by a new, empty value after a null, and hands a value the
-	// null itself.
-	NodeNames fallbackNames
-}
-
-// jsonKind names the kind of value tok starts as encoding/json's errors do.
-func jsonKind(tok json.Token) string {
-	switch tok {
-	case json.Delim('{'):
-		return "object"
-	case json.Delim('['):
-		return "array"
-	}
-	switch tok.(type) {
-	case string:
-		return "string"
-	case bool:
-		return "bool"
-	}
-	return "number"
-}
-
-// fallbackNames is a NodeNames array (or null) that encoding/json found:
-// each name is a short-lived string, kept only when the cache holds it.
-type fallbackNames struct {
-	sink *nameSink
-	// present: the last NodeNames of the body is an array, not null.
-	present bool
-}
-
-func (f *fallbackNames) UnmarshalJSON(raw []byte) error {
-	if f.sink.cache != nil {
-		f.sink.cache.mu.RLock()
-		defer f.sink.cache.mu.RUnlock()
-	}
-	// A repeated field starts over, as encoding/json's own decoding does.
-	f.sink.names = f.sink.names[:0]
-	if f.sink.rq != nil {
-		f.sink.rq.entries, f.sink.rq.unknown = f.sink.rq.entries[:0], 0
-	}
-	f.sink.unknown = 0
-	if string(raw) == "null" {
-		f.present = false
-		return nil
-	}
-	var err error
-	if f.sink.cache != nil {
-		err = f.lookupEach(raw)
-	} else {
-		err = f.decodeEach(raw)
-	}
-	f.present = err == nil
-	return err
-}
-
-// lookupEach reads the names with json-iterator, one short-lived string
-// each. It may decode a broken escape or invalid UTF-8 otherwise than
-// encoding/json would, which cannot matter: such a name is not a node name
-// and matches nothing in the cache either way.
-func (f *fallbackNames) lookupEach(raw []byte) error {
-	iter := plainArgsJSON.BorrowIterator(raw)
-	defer plainArgsJSON.ReturnIterator(iter)
-	// encoding/json has checked the syntax of the whole body already.
-	if next := iter.WhatIsNext(); next != jsoniter.ArrayValue {
-		return &json.UnmarshalTypeError{Value: iterKind(next), Type: reflect.TypeFor[[]string]()}
-	}
-	for iter.ReadArray() {
-		var name string
-		switch next := iter.WhatIsNext(); next {
-		case jsoniter.StringValue:
-			name = iter.ReadString()
-		case jsoniter.NilValue: // null leaves a string empty, as encoding/json does
-			iter.ReadNil()
-		default:
-			return &json.UnmarshalTypeError{Value: iterKind(next), Type: reflect.TypeFor[string]()}
-		}
-		if iter.Error != nil {
-			return iter.Error
-		}
-		if err := f.sink.add(unsafe.Slice(unsafe.StringData(name), len(name))); err != nil {
-			return err
-		}
-	}
-	return iter.Error
-}
-
-// decodeEach reads the names with encoding/json's tokenizer: without a
-// cache (parseArgs) every name is kept, exactly as encoding/json reads it.
-func (f *fallbackNames) decodeEach(raw []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
-		// encoding/json names the field (see decodeArgs for the struct).
-		return &json.UnmarshalTypeError{Value: jsonKind(tok), Type: reflect.TypeFor[[]string]()}
-	}
-	for dec.More() {
-		tok, err := dec.Token()
-		if err != nil {
-			return err
-		}
-		var name string
-		switch v := tok.(type) {
-		case string:
-			name = v
-		case nil: // null leaves a string empty, as encoding/json does
-		default:
-			return &json.UnmarshalTypeError{Value: jsonKind(v), Type: reflect.TypeFor[string]()}
-		}
-		f.sink.names = append(f.sink.names, name)
-	}
-	return nil
-}
-
-// iterKind names a value kind as encoding/json's errors do.
-func iterKind(t jsoniter.ValueType) string {
-	switch t {
-	case jsoniter.StringValue:
-		return "string"
-	case jsoniter.BoolValue:
-		return "bool"
 	case jsoniter.ObjectValue:
-		return "object"
-	case jsoniter.ArrayValue:
-		return "array"
+	default:
+		expect(iter, "an object of quantities")
+		return nil
 	}
-	return "number"
-}
-
-// unmarshal is api.Unmarshal with attachment set on the iterator: v is
-// decoded and nothing but white space may follow it.
-func unmarshal(api jsoniter.API, body []byte, v any, attachment any) bool {
-	iter := api.BorrowIterator(body)
-	defer api.ReturnIterator(iter)
-	iter.Attachment = attachment
-	iter.ReadVal(v)
-	if iter.Error != nil {
-		return false
-	}
-	iter.WhatIsNext() // sets io.EOF when only white space is left
-	return errors.Is(iter.Error, io.EOF)
-}
-
-// plainString reports whether b, the raw bytes between two quotes, is the
-// string itself: no escape sequence and no control character.
-func plainString(b []byte) bool {
-	if bytes.IndexByte(b, '\\') >= 0 {
-		return false
-	}
-	for _, c := range b {
-		if c < 0x20 {
+	l := corev1.ResourceList{}
+	iter.ReadMapCB(func(iter *jsoniter.Iterator, key string) bool {
+		if iter.Error != nil {
 			return false
 		}
+		name := corev1.ResourceName(key)
+		if name != d.names.CPU && name != d.names.Memory && name != corev1.ResourceCPU && name != corev1.ResourceMemory {
+			iter.Skip()
+			return iter.Error == nil
+		}
+		q := readQuantity(iter, rq)
+		if iter.Error != nil {
+			at(iter, key)
+			return false
+		}
+		l[name] = q
+		return true
+	})
+	return l
+}
+
+// readQuantity reads a quantity as resource.Quantity's UnmarshalJSON reads
+// it from encoding/json, and no longer than maxQuantityBytes.
+func readQuantity(iter *jsoniter.Iterator, rq *request) resource.Quantity {
+	var q resource.Quantity
+	switch iter.WhatIsNext() {
+	case jsoniter.NilValue, jsoniter.StringValue, jsoniter.NumberValue:
+	default:
+		expect(iter, "a quantity")
+		return q
 	}
-	return true
+	raw := iter.SkipAndAppendBytes(rq.scratch[:0])
+	rq.scratch = raw[:0]
+	switch {
+	case iter.Error != nil:
+	case len(raw) > maxQuantityBytes:
+		fail(iter, &bodyError{msg: fmt.Sprintf("a quantity longer than %d bytes", maxQuantityBytes), bound: true})
+	default:
+		if err := q.UnmarshalJSON(raw); err != nil {
+			fail(iter, &bodyError{msg: err.Error()})
+		}
+	}
+	return q
+}
+
+var bindFields = fields{"PodName", "PodNamespace", "PodUID", "Node"}
+
+// decodeBindArgs reads the body of a bind call (kube-scheduler's
+// ExtenderBindingArgs): four names, each at most maxNameBytes long.
+func decodeBindArgs(body []byte) (*extenderv1.ExtenderBindingArgs, error) {
+	if !utf8.Valid(body) {
+		return nil, errNotUTF8
+	}
+	iter := bodyJSON.BorrowIterator(body)
+	defer bodyJSON.ReturnIterator(iter)
+	if next := iter.WhatIsNext(); next != jsoniter.ObjectValue && next != jsoniter.NilValue {
+		expect(iter, "a JSON object")
+		return nil, explain(body, iter.Error)
+	}
+	args := &extenderv1.ExtenderBindingArgs{}
+	readObject(iter, bindFields, func(i int) {
+		s := readName(iter)
+		switch i {
+		case 0:
+			args.PodName = s
+		case 1:
+			args.PodNamespace = s
+		case 2:
+			args.PodUID = types.UID(s)
+		case 3:
+			args.Node = s
+		}
+	})
+	if err := finish(iter, body); err != nil {
+		return nil, err
+	}
+	return args, nil
 }

@@ -26,9 +26,12 @@ import (
 
 // TestExtenderAttacks plays an attacker who can reach the extender's verbs
 // against the real API server, the real kube-scheduler and the extender
-// process (issue 28): forged binds place nothing, and one huge filter of
-// unknown node names neither kills the extender nor grows it, while the
-// real scheduler keeps placing reclaimed pods through the same extender.
+// process (issues 28 and 39): forged binds place nothing, forged filters
+// neither stand in for the pod the API server holds nor replace the
+// scheduler's verdict, and huge bodies (a million unknown node names, 8 MiB
+// of Nodes items or of containers) neither kill the extender nor grow it,
+// while the real scheduler keeps placing reclaimed pods through the same
+// extender.
 func TestExtenderAttacks(t *testing.T) {
 	ctx := context.Background()
 	port, err := cluster.FreePort()
@@ -125,6 +128,8 @@ func TestExtenderAttacks(t *testing.T) {
 			forge     func()
 			uid       func() string
 			reason    string // bind_refusals_total reason
+			// notRecorded: the forged filter's verdict is not kept.
+			notRecorded bool
 		}{
 			{name: "a pending pod of another scheduler asking nothing reclaimed", pod: "victim", reason: "not-filtered"},
 			{name: "a pod of another scheduler asking reclaimed resources", pod: "foreign-reclaimed", reason: "not-filtered"},
@@ -140,11 +145,22 @@ func TestExtenderAttacks(t *testing.T) {
 			{name: "a pod of the right scheduler asking nothing reclaimed after a forged filter of its stored version claiming it does", pod: "plain-managed", reason: "not-filtered",
 				forge: func() { forgeFilter("plain-managed", claimReclaimed(false, false)) }},
 			// Claiming another version, the forged pod is decoded from the
-			// body; bind then checks the pod as the informer holds it.
-			{name: "a pod of another scheduler after a forged filter of another version claiming the right one and reclaimed requests", pod: "victim", reason: "other-scheduler",
-				forge: func() { forgeFilter("victim", claimReclaimed(true, true)) }},
-			{name: "a pod of the right scheduler asking nothing reclaimed after a forged filter of another version claiming it does", pod: "plain-managed", reason: "no-reclaimed-request",
-				forge: func() { forgeFilter("plain-managed", claimReclaimed(false, true)) }},
+			// body, but it disagrees with the pod the informer holds, so
+			// its verdict is not kept for bind.
+			{name: "a pod of another scheduler after a forged filter of another version claiming the right one and reclaimed requests", pod: "victim", reason: "not-filtered",
+				forge: func() { forgeFilter("victim", claimReclaimed(true, true)) }, notRecorded: true},
+			{name: "a pod of the right scheduler asking nothing reclaimed after a forged filter of another version claiming it does", pod: "plain-managed", reason: "not-filtered",
+				forge: func() { forgeFilter("plain-managed", claimReclaimed(false, true)) }, notRecorded: true},
+			// A pod the informer has never seen: its verdict is kept, but
+			// bind asks the API server, which holds no such pod.
+			{name: "a pod the API server does not hold after a forged filter of it", pod: "invented", reason: "pod-not-found",
+				forge: func() {
+					p := reclaimedPod("attack", "invented", "attack", 1000, gib)
+					p.UID, p.ResourceVersion, p.Spec.SchedulerName = "invented-uid", "1", extender.SchedulerName
+					if code, body := post("filter", extenderv1.ExtenderArgs{Pod: p, NodeNames: &[]string{nodes[0]}}); code != http.StatusOK {
+						t.Fatalf("forged filter of an invented pod: %d %s", code, body)
+					}
+				}, uid: func() string { return "invented-uid" }},
 			{name: "a bind naming no pod UID", pod: "never-filtered", reason: "no-pod-uid", uid: func() string { return "" }},
 		}
 		// bindAttack posts a forged bind and returns its answer's Error.
@@ -158,12 +174,18 @@ func TestExtenderAttacks(t *testing.T) {
 		}
 		for _, a := range attacks {
 			before := ext.Metric(t, "kube_reclaim_extender_bind_refusals_total", "reason", a.reason)
+			notRecorded := ext.Metric(t, "kube_reclaim_extender_filter_verdicts_not_recorded_total")
 			if a.forge != nil {
 				a.forge()
 			}
-			uid := string(stored(a.pod).UID)
+			if got := ext.Metric(t, "kube_reclaim_extender_filter_verdicts_not_recorded_total"); (got == notRecorded+1) != a.notRecorded {
+				t.Errorf("%s: filter_verdicts_not_recorded_total went %v -> %v, want one more: %v", a.name, notRecorded, got, a.notRecorded)
+			}
+			var uid string
 			if a.uid != nil {
 				uid = a.uid()
+			} else {
+				uid = string(stored(a.pod).UID)
 			}
 			msg := bindAttack(a.pod, uid)
 			if msg == "" {
@@ -201,6 +223,11 @@ func TestExtenderAttacks(t *testing.T) {
 			}})
 		if got := ext.Metric(t, "kube_reclaim_extender_binds_total", "result", "success"); got != 1 {
 			t.Errorf("binds_total{result=success} = %v, want 1: the scheduler's bind of the control", got)
+		}
+		// No Binding was even tried for a forged pod: the invented one
+		// was refused before any (the API server would have refused it).
+		if got := ext.Metric(t, "kube_reclaim_extender_binds_total", "result", "api-error"); got != 0 {
+			t.Errorf("binds_total{result=api-error} = %v, want 0: a Binding was tried for a forged pod", got)
 		}
 		t.Logf("%d looks, longest gap %s; the control pod bound %.1fs into the window", r.Looks, r.MaxGap, r.ControlSeen.Seconds())
 	})
@@ -257,6 +284,117 @@ func TestExtenderAttacks(t *testing.T) {
 		code, body = post("filter", extenderv1.ExtenderArgs{Pod: reclaimedPod("attack", "after", "attack", 1000, gib), NodeNames: &[]string{nodes[0], nodes[1]}})
 		if err := json.Unmarshal(body, &res); code != http.StatusOK || err != nil || res.NodeNames == nil || len(*res.NodeNames) != 2 {
 			t.Errorf("a normal filter after the attack: %d %s", code, body)
+		}
+		if !framework.Ready(ext.HealthPort) {
+			t.Error("the extender is not ready after the attack")
+		}
+	})
+
+	t.Run("a forged filter of a real pod's UID neither replaces the scheduler's verdict nor sets what bind places", func(t *testing.T) {
+		// A pod of this extender's scheduler asking 6000m that selects no
+		// node, so kube-scheduler never calls the extender for it: the
+		// test plays the scheduler's calls, with the pod as it sends it.
+		real := reclaimedPod("attack", "real", "no-such-group", 6000, 6*gib)
+		real.Spec.SchedulerName = extender.SchedulerName
+		framework.CreatePod(t, c, real)
+		// Whether the extender's informer has the pod yet or not, a body
+		// that disagrees with the verdict kept for its UID is not kept.
+		genuine := stored("real")
+		filter := func(p *corev1.Pod, node string) extenderv1.ExtenderFilterResult {
+			t.Helper()
+			code, body := post("filter", extenderv1.ExtenderArgs{Pod: p, NodeNames: &[]string{node}})
+			var res extenderv1.ExtenderFilterResult
+			if code != http.StatusOK || json.Unmarshal(body, &res) != nil {
+				t.Fatalf("filter: %d %s", code, body)
+			}
+			return res
+		}
+		bind := func(node string) string {
+			t.Helper()
+			code, body := post("bind", extenderv1.ExtenderBindingArgs{PodName: "real", PodNamespace: "attack", PodUID: genuine.UID, Node: node})
+			var res extenderv1.ExtenderBindingResult
+			if code != http.StatusOK || json.Unmarshal(body, &res) != nil {
+				t.Fatalf("bind to %s: %d %s", node, code, body)
+			}
+			return res.Error
+		}
+		if res := filter(genuine, nodes[0]); len(*res.NodeNames) != 1 {
+			t.Fatalf("the scheduler's filter passed %v, want %s", *res.NodeNames, nodes[0])
+		}
+		// The forgery: the pod's UID, another version claiming 1000m, on
+		// the other node.
+		forged := genuine.DeepCopy()
+		forged.ResourceVersion += "0"
+		forged.Spec.Containers = reclaimedPod("attack", "real", "attack", 1000, gib).Spec.Containers
+		notRecorded := ext.Metric(t, "kube_reclaim_extender_filter_verdicts_not_recorded_total")
+		filter(forged, nodes[1])
+		if got := ext.Metric(t, "kube_reclaim_extender_filter_verdicts_not_recorded_total"); got != notRecorded+1 {
+			t.Errorf("filter_verdicts_not_recorded_total went %v -> %v, want one more", notRecorded, got)
+		}
+		if msg := bind(nodes[1]); !strings.Contains(msg, "was not passed by this extender's filter") {
+			t.Errorf("bind to the forged filter's node: %q, want it refused", msg)
+		}
+		// The scheduler's verdict stands: its bind goes through, for the
+		// pod the API server holds.
+		if msg := bind(nodes[0]); msg != "" {
+			t.Fatalf("the scheduler's bind after the forgery: %q", msg)
+		}
+		if n := stored("real").Spec.NodeName; n != nodes[0] {
+			t.Errorf("real is bound to %q, want %s", n, nodes[0])
+		}
+	})
+
+	t.Run("S9: 8 MiB of Nodes items or of containers are refused at once, under 200 MiB, and the scheduler still places through the extender", func(t *testing.T) {
+		pid := c.Process("extender").PID()
+		if pid == 0 {
+			t.Fatal("no extender process")
+		}
+		const size = 8<<20 - 64 // within the extender's 8 MiB bound, so the decoder meets it
+		body := func(head, item, tail string) []byte {
+			var b bytes.Buffer
+			b.Grow(size)
+			b.WriteString(head)
+			for b.Len() < size-len(item)-len(tail) {
+				b.WriteString(item)
+				b.WriteByte(',')
+			}
+			b.WriteString(item)
+			b.WriteString(tail)
+			return b.Bytes()
+		}
+		client := &http.Client{Timeout: 30 * time.Second}
+		for _, tt := range []struct {
+			name string
+			body []byte
+			want string
+		}{
+			{"empty Nodes items", body(`{"Nodes":{"items":[`, `{}`, `]}}`), "configure this extender with nodeCacheCapable: true"},
+			{"a pod of empty containers", body(`{"Pod":{"spec":{"containers":[`, `{}`, `]}},"NodeNames":[]}`), "Pod.spec.containers: more than 256 containers"},
+		} {
+			before := vmHWM(t, pid)
+			start := time.Now()
+			resp, err := client.Post(url+"/filter", "application/json", bytes.NewReader(tt.body))
+			if err != nil {
+				t.Fatalf("%s: %v", tt.name, err)
+			}
+			answer := readAll(resp)
+			took := time.Since(start)
+			after := vmHWM(t, pid)
+			t.Logf("%s: %d bytes answered %d in %s; extender peak RSS %d MiB before, %d MiB after", tt.name, len(tt.body), resp.StatusCode, took.Round(time.Millisecond), before>>20, after>>20)
+			if resp.StatusCode != http.StatusBadRequest || !strings.Contains(answer, tt.want) {
+				t.Errorf("%s: %d %.300q, want a 400 saying %q", tt.name, resp.StatusCode, answer, tt.want)
+			}
+			if after >= 200<<20 {
+				t.Errorf("%s: extender peak RSS %d MiB, want under 200 MiB", tt.name, after>>20)
+			}
+		}
+		// Positive control: the real kube-scheduler places a reclaimed pod
+		// through the extender after the attack.
+		p := reclaimedPod("attack", "after-s9", "attack", 1000, gib)
+		p.Spec.SchedulerName = extender.SchedulerName
+		framework.CreatePod(t, c, p)
+		if _, ok := framework.Poll(time.Minute, 200*time.Millisecond, func() bool { return stored("after-s9").Spec.NodeName != "" }); !ok {
+			t.Fatal("kube-scheduler did not place a reclaimed pod through the extender after the attack")
 		}
 		if !framework.Ready(ext.HealthPort) {
 			t.Error("the extender is not ready after the attack")
