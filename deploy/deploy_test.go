@@ -534,9 +534,10 @@ func TestRoleFlagsAgreeWithTheObjects(t *testing.T) {
 		if !slices.Contains(roles["extender"].args, "--scheduler-name="+extender.SchedulerName) {
 			t.Errorf("%s: extender args %q lack --scheduler-name=%s", b.overlay, roles["extender"].args, extender.SchedulerName)
 		}
-		// Eviction is opt-in (components/eviction): never on in an overlay.
-		if pub.Eviction.Mode == eviction.ModeOn {
-			t.Errorf("%s: publisher --eviction=on; only components/eviction turns it on", b.overlay)
+		// Eviction on measured pressure is the default, and the base
+		// grants pods/eviction for it (TestRBACIsLeastPrivilege).
+		if pub.Eviction.Mode != eviction.ModeOn {
+			t.Errorf("%s: publisher --eviction=%s, want the default, on", b.overlay, pub.Eviction.Mode)
 		}
 
 		whd := b.deployment(t, "kube-reclaim-webhook")
@@ -762,11 +763,12 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		"groups= resources=pods/binding verbs=create",
 	}
 	common := map[string][]string{
-		// No pods/eviction: components/eviction grants it with --eviction=on.
+		// pods/eviction: --eviction=on is the default.
 		"ClusterRole//kube-reclaim-publisher": append([]string{
 			"groups= resources=nodes verbs=get,list,watch",
 			"groups= resources=nodes/status verbs=patch",
 			"groups= resources=pods verbs=list,watch",
+			"groups= resources=pods/eviction verbs=create",
 			"groups= resources=events verbs=create,patch",
 			"groups=metrics.k8s.io resources=nodes,pods verbs=get,list",
 		}, delegatedAuth...),
@@ -1212,32 +1214,6 @@ func TestOwnSchedulerExtender(t *testing.T) {
 	b.get(t, "Namespace", "", namespace, &ns)
 	if ns.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
 		t.Errorf("namespace %s is no longer restricted: %v", namespace, ns.Labels)
-	}
-}
-
-// TestEvictionComponent: pods/eviction and --eviction=on come together, only
-// from components/eviction.
-func TestEvictionComponent(t *testing.T) {
-	for _, overlay := range []string{"default", "cert-manager"} {
-		b := renderWithComponent(t, overlay, "eviction")
-		if pub := b.roles(t)["publisher"].publisher; pub.Eviction.Mode != eviction.ModeOn {
-			t.Errorf("%s: publisher --eviction=%s, want on", b.overlay, pub.Eviction.Mode)
-		}
-		var cr rbacv1.ClusterRole
-		b.get(t, "ClusterRole", "", "kube-reclaim-publisher-eviction", &cr)
-		if got := rules(cr.Rules); !slices.Equal(got, []string{"groups= resources=pods/eviction verbs=create"}) {
-			t.Errorf("%s: eviction rules %q", b.overlay, got)
-		}
-		var crb rbacv1.ClusterRoleBinding
-		b.get(t, "ClusterRoleBinding", "", "kube-reclaim-publisher-eviction", &crb)
-		if crb.RoleRef.Name != cr.Name || len(crb.Subjects) != 1 || crb.Subjects[0].Name != "kube-reclaim-publisher" || crb.Subjects[0].Namespace != namespace {
-			t.Errorf("%s: eviction binding %+v", b.overlay, crb)
-		}
-	}
-	// Positive control of the check above: without the component the
-	// publisher runs the dry-run default.
-	if pub := render(t, "default").roles(t)["publisher"].publisher; pub.Eviction.Mode != eviction.ModeDryRun {
-		t.Errorf("default: publisher --eviction=%s, want dry-run", pub.Eviction.Mode)
 	}
 }
 

@@ -4,7 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +23,6 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
-	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -43,15 +43,16 @@ type Controller struct {
 	recorder record.EventRecorder
 	clock    clock.Clock
 	timeout  time.Duration
-	slack    time.Duration
+	params   Params
 	m        *metrics
 
-	// overSince is when each node was first seen over its room in the
-	// current run of fresh cycles.
-	overSince map[string]time.Time
-	seen      map[string]bool
-	due       []dueNode
-	over      int
+	// nodes is what Assess remembers of each node observed.
+	nodes map[string]*NodeState
+	seen  map[string]bool
+	due   []dueNode
+	// over and pressure count this cycle's nodes over their room and in
+	// memory pressure, for the gauges.
+	over, pressure int
 
 	nodeLimits map[string]*rate.Limiter
 	cluster    *rate.Limiter
@@ -64,9 +65,13 @@ type Controller struct {
 	dryRun map[types.UID]time.Time
 }
 
+// dueNode is a node whose verdict calls for evictions, with its reclaimed
+// pods as measured (by UID).
 type dueNode struct {
-	name string
-	room reclaimable.Resources
+	name        string
+	allocatable reclaimable.Resources
+	verdict     Verdict
+	usage       map[types.UID]PodUsage
 }
 
 // Config is what the controller needs from the publisher.
@@ -74,6 +79,9 @@ type Config struct {
 	Options Options
 	// Period is the publisher's --period.
 	Period time.Duration
+	// MetricsStaleAfter is the publisher's --metrics-stale-after: older
+	// observations never evict.
+	MetricsStaleAfter time.Duration
 	// Timeout bounds one Eviction API call.
 	Timeout time.Duration
 	Client  kubernetes.Interface
@@ -92,9 +100,17 @@ func New(cfg Config, reg prometheus.Registerer) *Controller {
 	if clk == nil {
 		clk = clock.RealClock{}
 	}
-	return &Controller{opts: o, client: cfg.Client, pods: cfg.Pods, clock: clk,
-		timeout: cfg.Timeout, slack: cfg.Period / 10, m: newMetrics(reg),
-		overSince: map[string]time.Time{}, seen: map[string]bool{}, nodeLimits: map[string]*rate.Limiter{},
+	m := newMetrics(reg)
+	// The reasons' series exist from the start at 0, so that a rate or an
+	// increase over them (alerts, dashboards) sees the first eviction.
+	if o.Mode != ModeOff {
+		for _, r := range []string{PressureMemory, PressureCPUStarvation} {
+			m.evictions.WithLabelValues(string(o.Mode), r)
+		}
+	}
+	return &Controller{opts: o, client: cfg.Client, pods: cfg.Pods, clock: clk, timeout: cfg.Timeout,
+		params: Params{Grace: o.Grace, Slack: cfg.Period / 10, StaleAfter: cfg.MetricsStaleAfter}, m: m,
+		nodes: map[string]*NodeState{}, seen: map[string]bool{}, nodeLimits: map[string]*rate.Limiter{},
 		cluster: rate.NewLimiter(perMinute(o.ClusterRate), o.ClusterBurst),
 		refused: flowcontrol.NewFakeBackOff(cfg.Period, 16*cfg.Period, clk),
 		dryRun:  map[types.UID]time.Time{}}
@@ -105,64 +121,43 @@ func perMinute(n float64) rate.Limit { return rate.Limit(n / 60) }
 // SetRecorder sets where Events go; none are recorded without one.
 func (c *Controller) SetRecorder(r record.EventRecorder) { c.recorder = r }
 
-// Observe takes one node's outcome of this cycle: the policy's result (the
-// room) and what its reclaimed pods hold.
-func (c *Controller) Observe(node string, res policy.Result, held reclaimable.Resources) {
-	c.seen[node] = true
-	// Only a room computed from current measurements may evict. A zero
-	// published because metrics are stale or missing says nothing about the
-	// node's regular work: no data is not pressure. Such a node gets no new
-	// batch pods (its room is 0) and keeps the ones it has; the over-room
-	// clock starts again once data is back, so stale cycles never count
-	// towards the grace.
-	if !measured(res) || !Over(held, res.Resources) {
-		delete(c.overSince, node)
+// Observe takes one node's measurements of this cycle (see Assess for what
+// they decide). A room below what is held is counted, never acted on.
+func (c *Controller) Observe(obs Observation) {
+	c.seen[obs.Node] = true
+	st := c.nodes[obs.Node]
+	if st == nil {
+		st = &NodeState{}
+		c.nodes[obs.Node] = st
+	}
+	v := st.Assess(&obs, c.clock.Now(), c.params)
+	if v.OverRoom {
+		c.over++
+	}
+	if v.Memory != nil {
+		c.pressure++
+	}
+	if c.opts.Mode == ModeOff || (v.Memory == nil && len(v.Starved) == 0) {
 		return
 	}
-	c.over++
-	now := c.clock.Now()
-	since, ok := c.overSince[node]
-	if !ok {
-		c.overSince[node], since = now, now
+	usage := make(map[types.UID]PodUsage, len(obs.Reclaimed))
+	for _, p := range obs.Reclaimed {
+		usage[p.UID] = p
 	}
-	// Cycles start on a ticker, but this runs after the cycle's metrics
-	// reads, whose duration varies: without a little slack, a grace of
-	// exactly n periods would often take n+1.
-	if c.opts.Mode != ModeOff && now.Sub(since)+c.slack >= c.opts.Grace {
-		c.due = append(c.due, dueNode{name: node, room: res.Resources})
-	}
+	c.due = append(c.due, dueNode{name: obs.Node, allocatable: obs.Allocatable, verdict: v, usage: usage})
 }
 
-// measured reports whether the room comes from current measurements only:
-// no zero on purpose (stale or missing metrics), and no regular pod counted
-// at its request because it has no sample yet. The latter lowers the room
-// for placement, rightly, until the pod is measured (a new pod, or every pod
-// right after a publisher restart, whose history starts empty), but it is a
-// guess, not pressure, and must not evict.
-func measured(res policy.Result) bool {
-	if res.ZeroReason != "" {
-		return false
-	}
-	for _, e := range []reclaimable.ResourceExplanation{res.Explanation.CPU, res.Explanation.Memory} {
-		for _, t := range e.Terms {
-			if t.Name == policy.TermUnmeasuredRequests && t.Value > 0 {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// Act evicts on the nodes that have been over their room for the grace, and
-// forgets nodes that were not observed in this cycle.
+// Act evicts on the nodes whose verdict calls for it, and forgets nodes
+// that were not observed in this cycle.
 func (c *Controller) Act(ctx context.Context) {
 	c.m.overRoom.Set(float64(c.over))
+	c.m.memoryPressure.Set(float64(c.pressure))
 	for _, d := range c.due {
 		c.actOn(ctx, d)
 	}
-	for n := range c.overSince {
+	for n := range c.nodes {
 		if !c.seen[n] {
-			delete(c.overSince, n)
+			delete(c.nodes, n)
 		}
 	}
 	for n := range c.nodeLimits {
@@ -178,7 +173,8 @@ func (c *Controller) Act(ctx context.Context) {
 	}
 	c.refused.GC()
 	clear(c.seen)
-	c.due, c.over = c.due[:0], 0
+	clear(c.due)
+	c.due, c.over, c.pressure = c.due[:0], 0, 0
 }
 
 func (c *Controller) candidates(node string, now time.Time) []Candidate {
@@ -227,43 +223,90 @@ func (c *Controller) allow(node string, now time.Time) bool {
 
 func (c *Controller) actOn(ctx context.Context, d dueNode) {
 	now := c.clock.Now()
-	plan := Choose(d.room, c.candidates(d.name, now))
-	log := logrus.WithFields(logrus.Fields{"node": d.name, "mode": c.opts.Mode,
-		"roomCPU": plan.Room.CPUMilli, "roomMemory": plan.Room.MemoryBytes,
-		"heldCPU": plan.Held.CPUMilli, "heldMemory": plan.Held.MemoryBytes, "victims": len(plan.Victims)})
-	if len(plan.Victims) == 0 {
-		log.Debug("over room; what is leaving already frees enough, or nothing may be evicted now")
-		return
-	}
-	for _, v := range plan.Victims {
-		if !c.allow(d.name, now) {
-			c.m.rateLimited.Inc()
-			log.WithField("pod", v.Key()).Info("eviction rate limit reached; the rest waits for a later cycle")
-			return
+	cands := c.candidates(d.name, now)
+	log := logrus.WithFields(logrus.Fields{"node": d.name, "mode": c.opts.Mode})
+	var chosen map[string]bool
+	if mv := d.verdict.Memory; mv != nil {
+		plan := planMemory(mv.Free, cands, d.usage)
+		mlog := log.WithFields(logrus.Fields{"pressure": PressureMemory, "used": mv.Used, "evictAbove": mv.Above,
+			"evictUntilBelow": mv.Until, "victims": len(plan.Victims)})
+		if len(plan.Victims) == 0 {
+			mlog.Debug("memory pressure; what is leaving already frees enough, or nothing may be evicted now")
 		}
-		if !c.evict(ctx, d.name, plan, v, log.WithFields(logrus.Fields{"pod": v.Key(), "priority": v.Priority, "created": v.Created})) {
-			// Stop at the first refusal or error: the plan assumed this pod
-			// gone. The next cycle plans again, without it while it backs
-			// off, so a node makes at most one refused call per cycle.
+		why := memoryText(*mv, d.allocatable)
+		chosen = map[string]bool{}
+		for _, v := range plan.Victims {
+			chosen[v.UID] = true
+			if !c.take(ctx, d.name, v, PressureMemory, why, "to free "+memText(v.Reclaimed.MemoryBytes), mlog) {
+				return
+			}
+		}
+	}
+	byUID := make(map[string]Candidate, len(cands))
+	for _, cd := range cands {
+		byUID[cd.UID] = cd
+	}
+	for _, s := range d.verdict.Starved {
+		v, ok := byUID[string(s.UID)]
+		if !ok || v.Leaving || v.Excluded || chosen[v.UID] {
+			continue
+		}
+		why := starvationText(s, d.allocatable, now)
+		if !c.take(ctx, d.name, v, PressureCPUStarvation, why, "so that it can run elsewhere", log.WithField("pressure", PressureCPUStarvation)) {
 			return
 		}
 	}
 }
 
+// take evicts one victim if the rate limits allow, and reports whether the
+// node's evictions may go on this cycle.
+func (c *Controller) take(ctx context.Context, node string, v Candidate, reason, why, what string, log *logrus.Entry) bool {
+	log = log.WithFields(logrus.Fields{"pod": v.Key(), "priority": v.Priority, "created": v.Created})
+	if !c.allow(node, c.clock.Now()) {
+		c.m.rateLimited.Inc()
+		log.Info("eviction rate limit reached; the rest waits for a later cycle")
+		return false
+	}
+	// Stop at the first refusal or error: a memory plan assumed this pod
+	// gone. The next cycle plans again, without it while it backs off, so
+	// a node makes at most one refused call per cycle.
+	return c.evict(ctx, node, v, reason, why, what, log)
+}
+
+// planMemory chooses the reclaimed pods to evict to free free bytes of
+// memory, in eviction order (Choose), each counted at what it measurably
+// uses: evicting a pod frees its working set, not its grant. A pod not
+// measured yet counts at its memory grant, its limit: the most it can
+// free, so that fewer go now and the next measured cycle evicts more if
+// that was not enough.
+func planMemory(free int64, cands []Candidate, usage map[types.UID]PodUsage) Plan {
+	mem := make([]Candidate, len(cands))
+	var used int64
+	for i, cd := range cands {
+		u, ok := usage[types.UID(cd.UID)]
+		b := cd.Reclaimed.MemoryBytes
+		if ok && u.Measured {
+			b = u.Used.MemoryBytes
+		}
+		cd.Reclaimed = reclaimable.Resources{MemoryBytes: b}
+		mem[i] = cd
+		used += b
+	}
+	return Choose(reclaimable.Resources{MemoryBytes: used - free}, mem)
+}
+
 // evict evicts one victim (or, in dry-run, says it would), and reports
-// whether the node's plan may go on.
-func (c *Controller) evict(ctx context.Context, node string, plan Plan, v Candidate, log *logrus.Entry) bool {
-	why := overText(plan)
-	reason := overReason(plan)
+// whether the node's plan may go on. why names the pressure, what the
+// purpose ("to free 2Gi").
+func (c *Controller) evict(ctx context.Context, node string, v Candidate, reason, why, what string, log *logrus.Entry) bool {
 	podRef := &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: v.Namespace, Name: v.Name, UID: types.UID(v.UID)}
 	nodeRef := &corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: node, UID: types.UID(node)}
-	frees := freeText(plan, v)
 	if c.opts.Mode == ModeDryRun {
 		c.dryRun[types.UID(v.UID)] = c.clock.Now()
 		c.m.evictions.WithLabelValues(string(ModeDryRun), reason).Inc()
 		log.Info("dry-run: would evict")
-		c.event(podRef, corev1.EventTypeNormal, ReasonDryRun, fmt.Sprintf("%s; would evict to free %s (--eviction=dry-run)", why, frees))
-		c.event(nodeRef, corev1.EventTypeNormal, ReasonDryRun, fmt.Sprintf("%s; would evict %s to free %s (--eviction=dry-run)", why, v.Key(), frees))
+		c.event(podRef, corev1.EventTypeNormal, ReasonDryRun, fmt.Sprintf("%s; would evict %s (--eviction=dry-run)", why, what))
+		c.event(nodeRef, corev1.EventTypeNormal, ReasonDryRun, fmt.Sprintf("%s; would evict %s %s (--eviction=dry-run)", why, v.Key(), what))
 		return true
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
@@ -280,8 +323,8 @@ func (c *Controller) evict(ctx context.Context, node string, plan Plan, v Candid
 		c.refused.Reset(v.UID)
 		c.m.evictions.WithLabelValues(string(ModeOn), reason).Inc()
 		log.Info("evicted")
-		c.event(podRef, corev1.EventTypeWarning, ReasonEvicted, fmt.Sprintf("%s; evicted to free %s", why, frees))
-		c.event(nodeRef, corev1.EventTypeWarning, ReasonEvicted, fmt.Sprintf("%s; evicted %s to free %s", why, v.Key(), frees))
+		c.event(podRef, corev1.EventTypeWarning, ReasonEvicted, fmt.Sprintf("%s; evicted %s", why, what))
+		c.event(nodeRef, corev1.EventTypeWarning, ReasonEvicted, fmt.Sprintf("%s; evicted %s %s", why, v.Key(), what))
 		return true
 	case apierrors.IsTooManyRequests(err):
 		// The Eviction API answers 429 when a PodDisruptionBudget does not
@@ -290,9 +333,9 @@ func (c *Controller) evict(ctx context.Context, node string, plan Plan, v Candid
 		c.refused.Next(v.UID, c.clock.Now())
 		c.m.blocked.Inc()
 		log.WithError(err).Info("eviction refused by a PodDisruptionBudget; retrying on a later cycle")
-		msg := fmt.Sprintf("%s; eviction to free %s refused by a PodDisruptionBudget, retrying in %s: %s", why, frees, c.refused.Get(v.UID).Round(time.Second), apiMessage(err))
+		msg := fmt.Sprintf("%s; eviction %s refused by a PodDisruptionBudget, retrying in %s: %s", why, what, c.refused.Get(v.UID).Round(time.Second), apiMessage(err))
 		c.event(podRef, corev1.EventTypeWarning, ReasonBlocked, msg)
-		c.event(nodeRef, corev1.EventTypeWarning, ReasonBlocked, fmt.Sprintf("%s; eviction of %s to free %s refused by a PodDisruptionBudget, retrying later", why, v.Key(), frees))
+		c.event(nodeRef, corev1.EventTypeWarning, ReasonBlocked, fmt.Sprintf("%s; eviction of %s %s refused by a PodDisruptionBudget, retrying later", why, v.Key(), what))
 		return false
 	case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 		// Gone, or replaced by a pod of the same name: the next cycle sees
@@ -332,39 +375,23 @@ func memText(b int64) string {
 	return resource.NewQuantity(b, resource.BinarySI).String()
 }
 
-// overText says what the node holds beyond its room, as
-// "room 0m cpu, held 4000m".
-func overText(p Plan) string {
-	var parts []string
-	if p.Held.CPUMilli > p.Room.CPUMilli {
-		parts = append(parts, fmt.Sprintf("room %s cpu, held %s", cpuText(p.Room.CPUMilli), cpuText(p.Held.CPUMilli)))
-	}
-	if p.Held.MemoryBytes > p.Room.MemoryBytes {
-		parts = append(parts, fmt.Sprintf("room %s memory, held %s", memText(p.Room.MemoryBytes), memText(p.Held.MemoryBytes)))
-	}
-	return strings.Join(parts, "; ")
+// memoryText names memory pressure: "memory pressure: the node's pods use
+// 60Gi of 64Gi allocatable (93.8 %); evicting above 90 % until below 85 %".
+func memoryText(m MemoryVerdict, alloc reclaimable.Resources) string {
+	return fmt.Sprintf("memory pressure: the node's pods use %s of %s allocatable (%s); evicting above %s until below %s",
+		memText(m.Used), memText(alloc.MemoryBytes), percent(float64(m.Used)/float64(max(alloc.MemoryBytes, 1))),
+		percent(m.AboveShare), percent(m.UntilShare))
 }
 
-func overReason(p Plan) string {
-	cpu, mem := p.Held.CPUMilli > p.Room.CPUMilli, p.Held.MemoryBytes > p.Room.MemoryBytes
-	switch {
-	case cpu && mem:
-		return "over-room-cpu-memory"
-	case mem:
-		return "over-room-memory"
-	}
-	return "over-room-cpu"
+// percent renders a share as "93.8 %", "90 %".
+func percent(f float64) string {
+	return strconv.FormatFloat(math.Round(f*1000)/10, 'f', -1, 64) + " %"
 }
 
-// freeText says what evicting v frees of the resources that are over:
-// "2000m" when one is, "2000m cpu, 1Gi memory" when both are.
-func freeText(p Plan, v Candidate) string {
-	cpu, mem := p.Held.CPUMilli > p.Room.CPUMilli, p.Held.MemoryBytes > p.Room.MemoryBytes
-	switch {
-	case cpu && mem:
-		return fmt.Sprintf("%s cpu, %s memory", cpuText(v.Reclaimed.CPUMilli), memText(v.Reclaimed.MemoryBytes))
-	case mem:
-		return memText(v.Reclaimed.MemoryBytes)
-	}
-	return cpuText(v.Reclaimed.CPUMilli)
+// starvationText names CPU starvation: "cpu starvation: used 120m of its
+// 4000m cpu grant for 30m0s while the node's pods used 15800m of 16000m
+// allocatable".
+func starvationText(s Starved, alloc reclaimable.Resources, now time.Time) string {
+	return fmt.Sprintf("cpu starvation: used %s of its %s cpu grant for %s while the node's pods used %s of %s allocatable",
+		cpuText(s.Used), cpuText(s.Grant), now.Sub(s.Since).Round(time.Second), cpuText(s.NodeUsed), cpuText(alloc.CPUMilli))
 }

@@ -24,6 +24,16 @@ const (
 	DefaultMemoryMinimum = 128 << 20
 	// MaxWindow bounds the window so that the usage history stays bounded.
 	MaxWindow = time.Hour
+	// DefaultEvictAbove and DefaultEvictUntilBelow are the memory pressure
+	// thresholds, fractions of allocatable memory (docs/design.md,
+	// "Eviction", says why).
+	DefaultEvictAbove      = 0.90
+	DefaultEvictUntilBelow = 0.85
+	// DefaultStarvationNodeAbove, DefaultStarvationPodBelow and
+	// DefaultStarvationWindow define CPU starvation, off by default.
+	DefaultStarvationNodeAbove = 0.90
+	DefaultStarvationPodBelow  = 0.50
+	DefaultStarvationWindow    = 30 * time.Minute
 )
 
 // Settings are the policy parameters in force for one node.
@@ -44,6 +54,79 @@ type Settings struct {
 	// CPU and Memory are the per-resource parameters ("cpu", "memory").
 	CPU    ResourceSettings
 	Memory ResourceSettings
+	// Eviction are the thresholds of the publisher's eviction controller
+	// ("eviction").
+	Eviction EvictionSettings
+}
+
+// EvictionSettings say when the eviction controller evicts reclaimed pods:
+// on measured pressure, never because the room dipped below what they hold.
+type EvictionSettings struct {
+	// MemoryPressure: evict when the node's pods use more memory than this
+	// share of allocatable ("memoryPressure").
+	MemoryPressure MemoryPressure
+	// CPUStarvation: move a reclaimed pod starved of its CPU grant for a
+	// long time ("cpuStarvation"); off by default.
+	CPUStarvation CPUStarvation
+}
+
+// MemoryPressure are the memory thresholds, fractions of allocatable memory
+// compared with the measured working set of all the node's pods.
+type MemoryPressure struct {
+	// EvictAbove starts evicting ("evictAbove"), in (0,1].
+	EvictAbove float64
+	// EvictUntilBelow is where evicting stops ("evictUntilBelow"), in
+	// (0, EvictAbove): the gap keeps one eviction's measurement lag from
+	// starting the next episode at once.
+	EvictUntilBelow float64
+}
+
+// CPUStarvation defines a starved reclaimed pod: in every fresh cycle of
+// Window, the node's pods used at least NodeAbove of allocatable CPU while
+// the pod used less than PodBelow of its reclaimed CPU grant.
+type CPUStarvation struct {
+	Enabled   bool          // "enabled"
+	NodeAbove float64       // "nodeUsageAbove", in (0,1]
+	PodBelow  float64       // "podUsageBelow", in (0,1]
+	Window    time.Duration // "window", at least MinStarvationWindow
+}
+
+// Bounds of the starvation window: starvation is a long condition, never a
+// spike, and the controller keeps one time per starved pod, not a history.
+const (
+	MinStarvationWindow = 5 * time.Minute
+	MaxStarvationWindow = 24 * time.Hour
+)
+
+// OrDefault returns e with every zero threshold replaced by its default:
+// settings built in code (the replay's contenders, tests) that leave the
+// eviction block out get the shipped behaviour, as a zero SampleAlignment
+// does. A policy file is defaulted field by field before this.
+func (e EvictionSettings) OrDefault() EvictionSettings {
+	d := DefaultEviction()
+	m, c := &e.MemoryPressure, &e.CPUStarvation
+	if m.EvictAbove == 0 && m.EvictUntilBelow == 0 {
+		*m = d.MemoryPressure
+	}
+	if c.NodeAbove == 0 {
+		c.NodeAbove = d.CPUStarvation.NodeAbove
+	}
+	if c.PodBelow == 0 {
+		c.PodBelow = d.CPUStarvation.PodBelow
+	}
+	if c.Window == 0 {
+		c.Window = d.CPUStarvation.Window
+	}
+	return e
+}
+
+// DefaultEviction returns the built-in eviction settings.
+func DefaultEviction() EvictionSettings {
+	return EvictionSettings{
+		MemoryPressure: MemoryPressure{EvictAbove: DefaultEvictAbove, EvictUntilBelow: DefaultEvictUntilBelow},
+		CPUStarvation: CPUStarvation{NodeAbove: DefaultStarvationNodeAbove, PodBelow: DefaultStarvationPodBelow,
+			Window: DefaultStarvationWindow},
+	}
 }
 
 // ResourceSettings are the parameters of one resource.
@@ -69,6 +152,7 @@ func DefaultSettings() Settings {
 		ChangeThreshold: DefaultChangeThreshold,
 		CPU:             ResourceSettings{Margin: DefaultCPUMargin, MaxRatio: DefaultMaxRatio, Minimum: DefaultCPUMinimum},
 		Memory:          ResourceSettings{Margin: DefaultMemoryMargin, MaxRatio: DefaultMaxRatio, Minimum: DefaultMemoryMinimum},
+		Eviction:        DefaultEviction(),
 	}
 }
 

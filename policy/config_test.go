@@ -13,6 +13,8 @@ func TestDefaultSettingsMatchTheDocumentedDefaults(t *testing.T) {
 		ChangeThreshold: 0.1,
 		CPU:             ResourceSettings{Margin: 0.35, MaxRatio: 1, Minimum: 100},
 		Memory:          ResourceSettings{Margin: 0.35, MaxRatio: 1, Minimum: 134217728},
+		Eviction: EvictionSettings{MemoryPressure: MemoryPressure{EvictAbove: 0.90, EvictUntilBelow: 0.85},
+			CPUStarvation: CPUStarvation{Enabled: false, NodeAbove: 0.90, PodBelow: 0.50, Window: 30 * time.Minute}},
 	}
 	if got := Default().Default; !reflect.DeepEqual(got, want) {
 		t.Errorf("Default() = %+v, want %+v", got, want)

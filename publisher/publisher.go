@@ -64,6 +64,9 @@ type Publisher struct {
 	// podsByNode is the cycle's copy of the pods grouped by node
 	// (groupPods).
 	podsByNode map[string][]*policyinput.Pod
+	// reclaimedUsage is the eviction observation's buffer, reused from
+	// node to node.
+	reclaimedUsage []eviction.PodUsage
 
 	// Built by New, started by Run: the policy file, the probes and
 	// metrics server, and the leader elector (nil without leader election)
@@ -210,8 +213,8 @@ func (p *Publisher) cycles(ctx context.Context) {
 func newPublisher(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
 		published: map[string]bool{}, held: map[string]reclaimable.Resources{}, pools: map[string]bool{}, pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
-	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, Timeout: o.WriteTimeout,
-		Client: client, Pods: p.podsOn}, reg)
+	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, MetricsStaleAfter: o.MetricsStaleAfter,
+		Timeout: o.WriteTimeout, Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
 	p.assembler = policyinput.New(p.names)
 	return p
@@ -442,7 +445,9 @@ func (p *Publisher) evaluate(node *nodeRecord, cfg *policy.Config, now time.Time
 	settings, pool := cfg.For(node.Labels)
 	in, held := p.assembler.Node(node.Name, node.Capacity, node.Allocatable, p.podsByNode[node.Name])
 	res := p.calc.Compute(&in, settings, now, p.opts.MetricsStaleAfter)
-	p.evictor.Observe(node.Name, res, held)
+	measured := eviction.Measure(&in, res, held, settings.Eviction, now, p.opts.MetricsStaleAfter, p.reclaimedUsage)
+	p.evictor.Observe(measured)
+	p.reclaimedUsage = measured.Reclaimed
 	o := outcome{node: node.Name, pool: pool, held: held,
 		unused: unusedRequests(in.Pods, now, policy.MetricsStaleAfter(p.opts.MetricsStaleAfter))}
 

@@ -250,20 +250,21 @@ func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 	}
 }
 
-// The cycle hands every node to the eviction controller and lets it act:
-// with --eviction=on and a node whose reclaimed pods hold 6000m of a 4500m
-// room, the first cycle past the grace evicts the lowest-priority pod, which
-// alone frees enough. This also shows that the
-// informer's trimmed pods keep the priority.
-func TestCycleEvictsTheLowestPriorityPodWhenHeldExceedsTheRoom(t *testing.T) {
+// The cycle hands every node to the eviction controller, measured, and
+// lets it act. With --eviction=on, reclaimed pods holding 6000m of a 4500m
+// room evict nothing while their memory is low; once the pods' measured
+// memory passes 90 % of allocatable, the first cycle past the grace evicts
+// the lowest-priority pod, which alone brings it under 85 %. This also
+// shows that the informer's trimmed pods keep the priority.
+func TestCycleEvictsOnMeasuredMemoryPressureNotOnARoomBelowWhatIsHeld(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
 	batch := func(name string, prio int32) *corev1.Pod {
-		q := resource.MustParse("2000")
+		l := corev1.ResourceList{names.CPU: resource.MustParse("2000"), names.Memory: resource.MustParse("3Gi")}
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name, UID: types.UID(name)},
 			Spec: corev1.PodSpec{NodeName: "n1", Priority: &prio, Containers: []corev1.Container{{Name: "c",
-				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{names.CPU: q}, Limits: corev1.ResourceList{names.CPU: q}}}}},
+				Resources: corev1.ResourceRequirements{Requests: l, Limits: l}}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	}
 	o := NewOptions()
@@ -279,20 +280,49 @@ func TestCycleEvictsTheLowestPriorityPodWhenHeldExceedsTheRoom(t *testing.T) {
 		}
 		return false, nil, nil
 	})
+	mc := p.metrics.(*metricsfake.Clientset)
+	podsGVR := schema.GroupVersionResource{Group: "metrics.k8s.io", Version: "v1beta1", Resource: "pods"}
+	// use sets every batch pod's measured memory, as of now.
+	use := func(mem string, create bool) {
+		for _, n := range []string{"high", "low", "mid"} {
+			m := &metricsv1beta1.PodMetrics{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: n}, Timestamp: metav1.NewTime(time.Now()),
+				Containers: []metricsv1beta1.ContainerMetrics{{Name: "c", Usage: corev1.ResourceList{
+					corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse(mem)}}}}
+			err := mc.Tracker().Update(podsGVR, m, "batch")
+			if create {
+				err = mc.Tracker().Create(podsGVR, m, "batch")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	use("1Gi", true) // 3Gi of 10Gi
+	start := time.Now()
+	for time.Since(start) < 10*grace {
+		p.Cycle(ctx)
+		if len(evicted) != 0 {
+			t.Fatalf("evicted %v with 6000m held over a %dm room and memory at 30 %%", evicted, wantCPU)
+		}
+		time.Sleep(o.Period)
+	}
+	// Positive control: 3 x 3.1Gi = 9.3Gi, above 9Gi.
+	time.Sleep(time.Second) // a sample newer, by whole seconds, than the last
+	use("3174Mi", false)
 	first := time.Now() // no later than the first cycle's look at the node
 	p.Cycle(ctx)
 	if len(evicted) != 0 {
-		t.Fatalf("evicted %v in the first cycle over the room, before any grace", evicted)
+		t.Fatalf("evicted %v in the first cycle over the threshold, before any grace", evicted)
 	}
 	for len(evicted) == 0 && time.Since(first) < 5*time.Second {
 		time.Sleep(o.Period)
 		p.Cycle(ctx)
 	}
 	if took := time.Since(first); took < grace-o.Period/10 {
-		t.Errorf("evicted %s after the first cycle over the room, before the %s grace", took, grace)
+		t.Errorf("evicted %s after the first cycle over the threshold, before the %s grace", took, grace)
 	}
 	if want := []string{"low"}; !slices.Equal(evicted, want) {
-		t.Errorf("evicted %v, want %v (6000m held, %dm room)", evicted, want, wantCPU)
+		t.Errorf("evicted %v, want %v (9.3Gi of 10Gi, one pod of 3.1Gi brings it under 8.5Gi)", evicted, want)
 	}
 }
 

@@ -118,9 +118,9 @@ func (d *demo) run(ctx context.Context) error {
 	d.step("regular pods running: each asks 4 cores / 16 GiB and uses 1 to 9 cores (kwok ResourceUsage)")
 
 	// Configured as deploy/default configures them; only the period is
-	// shorter, so that the demo does not wait 15 s between looks, and
-	// eviction is on rather than the shipped dry-run, to show the shedding.
-	st, err := stack.Start(ctx, c, bin, ports, stack.Options{Extra: map[string][]string{stack.Publisher: {"--period=5s", "--eviction=on"}}})
+	// shorter, so that the demo does not wait 15 s between looks.
+	// Eviction runs with its default, on for memory pressure.
+	st, err := stack.Start(ctx, c, bin, ports, stack.Options{Extra: map[string][]string{stack.Publisher: {"--period=5s"}}})
 	if err != nil {
 		return err
 	}
@@ -147,12 +147,22 @@ func (d *demo) run(ctx context.Context) error {
 	d.placements(ctx)
 	d.enforced(ctx)
 
-	d.step("usage rises on %s (to 12 cores) and %s (to 11 cores / 40 GiB)", d.nodes[0], d.nodes[1])
-	d.rec.mark(time.Since(d.start), "usage rises")
-	if err := c.SetPodUsage(ctx, appsNS, "svc-0", "12", "4Gi"); err != nil {
+	// The batch pods do work: each uses 1.5 cores and 3 GiB of its grant.
+	if err := d.batchUsage(ctx, afterWave1); err != nil {
 		return err
 	}
-	if err := c.SetPodUsage(ctx, appsNS, "svc-1", "11", "40Gi"); err != nil {
+	// On node 0 CPU rises to near the node's 16 cores, memory untouched:
+	// the room dips, placement stops there, and nothing is evicted. On
+	// node 1 memory rises until the node's pods use 92 % of allocatable,
+	// above the policy's eviction.memoryPressure.evictAbove (90 %).
+	pressureMem := d.pressureMemory(afterWave1, d.nodes[1])
+	d.step("usage rises: on %s CPU to 15 cores (memory untouched); on %s memory to %s, so that its pods use %.0f %% of allocatable memory",
+		d.nodes[0], d.nodes[1], gib(pressureMem), 100*pressureShare)
+	d.rec.mark(time.Since(d.start), "usage rises")
+	if err := c.SetPodUsage(ctx, appsNS, "svc-0", "15", "4Gi"); err != nil {
+		return err
+	}
+	if err := c.SetPodUsage(ctx, appsNS, "svc-1", "3", fmt.Sprint(pressureMem)); err != nil {
 		return err
 	}
 	if err := d.waitShrunk(ctx, 90*time.Second); err != nil {
@@ -198,49 +208,69 @@ func (d *demo) run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// shed waits until the two busy nodes hold no more than their room (the
-// publisher evicts after a grace of two periods) and prints what it saw:
-// which batch pods left each node, and the publisher's Events on it.
+// Each batch pod uses batchUseCPU and batchUseMem of its grant (kwok
+// ResourceUsage) once placed; pressureShare is the share of allocatable
+// memory node 1's pods are raised to.
+const (
+	batchUseCPU   = "1500m"
+	batchUseMem   = 3 << 30
+	pressureShare = 0.92
+)
+
+// batchUsage gives every batch pod placed in rows its usage.
+func (d *demo) batchUsage(ctx context.Context, rows []nodeRow) error {
+	for _, r := range rows {
+		for _, p := range r.batchPods {
+			if err := d.c.SetPodUsage(ctx, batchNS, p, batchUseCPU, fmt.Sprint(batchUseMem)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// pressureMemory is the service memory that makes node's pods use
+// pressureShare of its allocatable memory, with its batch pods in rows.
+func (d *demo) pressureMemory(rows []nodeRow, node string) int64 {
+	for _, r := range rows {
+		if r.name == node {
+			return int64(pressureShare*float64(r.allocMem)) - int64(len(r.batchPods))*batchUseMem
+		}
+	}
+	alloc := float64(64 << 30) // every demo node's
+	return int64(pressureShare * alloc)
+}
+
+// shed shows eviction on measured pressure. Node 0, whose room dipped below
+// what its batch pods hold on CPU alone, keeps them all; node 1, in memory
+// pressure, sheds batch pods (lowest priority, then youngest) until its
+// pods use less than evictUntilBelow (85 %) of allocatable. It prints which
+// pods left each node and the publisher's Events on it.
 func (d *demo) shed(ctx context.Context, before []nodeRow) {
 	busy := map[string]nodeRow{}
 	for _, r := range before {
-		if r.name == d.nodes[0] || r.name == d.nodes[1] {
-			busy[r.name] = r
-		}
+		busy[r.name] = r
 	}
-	var over []string
-	for _, n := range d.nodes[:2] {
-		if r, ok := busy[n]; ok && holdsMore(r) {
-			over = append(over, n)
-		}
+	cpuNode, memNode := d.nodes[0], d.nodes[1]
+	if len(busy[memNode].batchPods) == 0 {
+		d.step("eviction: %s runs no batch pod, so memory pressure there evicts nothing", memNode)
 	}
-	if len(over) == 0 {
-		d.step("eviction: neither busy node holds more than its room, so nothing is evicted")
-		return
-	}
-	d.step("eviction (--eviction=on, grace two periods): waiting for %s to shed batch pods until what they hold fits their room", strings.Join(over, ", "))
+	d.step("eviction (--eviction=on, the default; grace two periods): %s holds %s, and keeps its batch pods: a dip of the room is not pressure; "+
+		"%s is in memory pressure and sheds batch pods until its pods use under 85 %% of allocatable memory",
+		cpuNode, heldAndRoom(busy[cpuNode]), memNode)
 	start := time.Now()
-	var rows []nodeRow
+	// Wait for node 1's first eviction, then a few periods for the rest of
+	// the episode (the fewest pods that bring use under 85 %).
 	for time.Since(start) < 2*time.Minute && ctx.Err() == nil {
-		var err error
-		if rows, err = d.rows(ctx); err == nil {
-			fits := 0
-			for _, r := range rows {
-				if slices.Contains(over, r.name) && !holdsMore(r) {
-					fits++
-				}
-			}
-			if fits == len(over) {
-				break
-			}
+		if rows, err := d.rows(ctx); err == nil && len(byName(rows)[memNode].batchPods) < len(busy[memNode].batchPods) {
+			break
 		}
 		time.Sleep(time.Second)
 	}
-	now := map[string]nodeRow{}
-	for _, r := range rows {
-		now[r.name] = r
-	}
-	for _, n := range over {
+	time.Sleep(20 * time.Second)
+	rows, _ := d.rows(ctx)
+	now := byName(rows)
+	for _, n := range []string{cpuNode, memNode} {
 		b, a := busy[n], now[n]
 		var gone []string
 		for _, p := range b.batchPods {
@@ -248,12 +278,11 @@ func (d *demo) shed(ctx context.Context, before []nodeRow) {
 				gone = append(gone, p)
 			}
 		}
-		verdict := "fits"
-		if holdsMore(a) {
-			verdict = "still over"
+		if len(gone) == 0 {
+			gone = []string{"none"}
 		}
-		d.step("%s: %s before, %s after %s (%s); batch pods gone: %s", n, heldAndRoom(b), heldAndRoom(a),
-			time.Since(start).Round(time.Second), verdict, strings.Join(gone, " "))
+		d.step("%s: %s before, %s after %s; the node uses %s of %s memory; batch pods gone: %s", n, heldAndRoom(b), heldAndRoom(a),
+			time.Since(start).Round(time.Second), gib(a.usageMem), gib(a.allocMem), strings.Join(gone, " "))
 		evs, err := d.c.Client.CoreV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + n})
 		if err != nil {

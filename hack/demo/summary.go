@@ -20,6 +20,15 @@ func heldAndRoom(r nodeRow) string {
 	return s
 }
 
+// byName indexes rows by node name.
+func byName(rows []nodeRow) map[string]nodeRow {
+	m := make(map[string]nodeRow, len(rows))
+	for _, r := range rows {
+		m[r.name] = r
+	}
+	return m
+}
+
 func room(r nodeRow) string { return fmt.Sprintf("%dm / %s", r.pubCPU, gib(r.pubMem)) }
 
 func wave2Pods(r nodeRow) int {
@@ -50,16 +59,10 @@ func wave2Count(n int) string {
 // between those binds and the snapshot), or a node that took wave-2 pods and
 // holds more than a room that did not change during wave 2. A node whose room
 // shrank under pods already running is not over-booked: the extender places
-// nothing more there, and the publisher evicts them after its grace.
+// nothing more there, and the publisher evicts none for that alone (only
+// on memory pressure).
 func summarize(afterWave1, beforeWave2, final []nodeRow) (lines, overbooked []string) {
-	index := func(rows []nodeRow) map[string]nodeRow {
-		m := make(map[string]nodeRow, len(rows))
-		for _, r := range rows {
-			m[r.name] = r
-		}
-		return m
-	}
-	w1, b2 := index(afterWave1), index(beforeWave2)
+	w1, b2 := byName(afterWave1), byName(beforeWave2)
 	for _, r := range afterWave1 {
 		if holdsMore(r) {
 			overbooked = append(overbooked, fmt.Sprintf("%s after wave 1 %s", r.name, heldAndRoom(r)))
@@ -93,6 +96,6 @@ func summarize(afterWave1, beforeWave2, final []nodeRow) (lines, overbooked []st
 		return []string{"no node holds more reclaimed requests than its published room"}, overbooked
 	}
 	lines = append(lines, fmt.Sprintf("%d of %d nodes hold more reclaimed requests than their published room; "+
-		"the publisher evicts what does not fit once they have been over for its grace (see docs/design.md#eviction):", len(over), len(final)))
+		"the extender places nothing more there, and nothing is evicted for it: the publisher evicts on memory pressure only (see docs/design.md#eviction):", len(over), len(final)))
 	return append(lines, over...), overbooked
 }

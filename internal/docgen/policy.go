@@ -26,6 +26,9 @@ var policyTypes = []reflect.Type{
 	reflect.TypeFor[v1alpha1.ReclaimPolicy](),
 	reflect.TypeFor[v1alpha1.Settings](),
 	reflect.TypeFor[v1alpha1.ResourceSettings](),
+	reflect.TypeFor[v1alpha1.Eviction](),
+	reflect.TypeFor[v1alpha1.MemoryPressure](),
+	reflect.TypeFor[v1alpha1.CPUStarvation](),
 	reflect.TypeFor[v1alpha1.Pool](),
 	reflect.TypeFor[v1alpha1.Profile](),
 }
@@ -149,6 +152,12 @@ func defaultOf(defaults *v1alpha1.ReclaimPolicy, t reflect.Type, f reflect.Struc
 		cpu := reflect.ValueOf(defaults.Default.CPU).Elem().FieldByIndex(f.Index)
 		memory := reflect.ValueOf(defaults.Default.Memory).Elem().FieldByIndex(f.Index)
 		return fmt.Sprintf("cpu %s, memory %s", literal(cpu.Interface()), literal(memory.Interface()))
+	case reflect.TypeFor[v1alpha1.Eviction]():
+		return "see below"
+	case reflect.TypeFor[v1alpha1.MemoryPressure]():
+		return literal(reflect.ValueOf(defaults.Default.Eviction.MemoryPressure).Elem().FieldByIndex(f.Index).Interface())
+	case reflect.TypeFor[v1alpha1.CPUStarvation]():
+		return literal(reflect.ValueOf(defaults.Default.Eviction.CPUStarvation).Elem().FieldByIndex(f.Index).Interface())
 	}
 	return ""
 }

@@ -207,7 +207,7 @@ func (r *run) newContenderState(c Contender, first bool) *contenderState {
 	for j, n := range tr.Nodes {
 		nodeIdx[n.Name] = j
 	}
-	st.ctrl = eviction.New(eviction.Config{Options: opts, Period: r.cfg.Period, Clock: r.clk,
+	st.ctrl = eviction.New(eviction.Config{Options: opts, Period: r.cfg.Period, MetricsStaleAfter: r.cfg.MetricsStaleAfter, Clock: r.clk,
 		Pods: func(node string) []*policyinput.Pod { return st.nodes[nodeIdx[node]].batch }}, prometheus.NewRegistry())
 	st.ctrl.SetRecorder(st.rec)
 	st.res = &Result{Name: c.Name, Describe: c.Describe, Baseline: c.Baseline || c.Formula != nil, Nodes: make([]NodeResult, len(tr.Nodes))}
@@ -291,13 +291,18 @@ func (r *run) decideNode(k, n int, now time.Time) {
 		ns := &st.nodes[n]
 		var res policy.Result
 		threshold := policy.DefaultChangeThreshold
+		ev := policy.DefaultEviction()
 		if st.c.Settings != nil {
 			res = st.calc.Compute(&in, *st.c.Settings, now, r.cfg.MetricsStaleAfter)
 			threshold = st.c.Settings.ChangeThreshold
+			ev = st.c.Settings.Eviction
 		} else {
-			res = policy.Result{Resources: st.c.Formula.Room(node.Allocatable, &r.base[n])}
+			res = policy.Result{Resources: st.c.Formula.Room(node.Allocatable, &r.base[n]), MetricsTime: now}
 		}
-		st.ctrl.Observe(node.Name, res, ns.held)
+		// The trace measures the regular pods; the replay's batch pods
+		// have no usage of their own yet, so they add none.
+		obs := eviction.Measure(&in, res, ns.held, ev, now, r.cfg.MetricsStaleAfter, nil)
+		st.ctrl.Observe(obs)
 		d := policy.Decide(policy.Observed{Published: ns.published, Status: ns.status, Held: ns.held}, res.Resources, now,
 			policy.Gate{ChangeThreshold: threshold, DecreaseThreshold: r.cfg.DecreaseThreshold, Refresh: r.cfg.Refresh})
 		if d.WriteAnnotation {

@@ -13,12 +13,11 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	schedulingv1 "k8s.io/api/scheduling/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
-	"github.com/kube-reclaim/kube-reclaim/policy"
-	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
 	"github.com/kube-reclaim/kube-reclaim/test/stack"
 )
@@ -26,14 +25,21 @@ import (
 const (
 	// evictionGrace is the publisher's default grace: two periods.
 	evictionGrace = 2 * period
-	// evictPod is what each batch pod of testEviction requests.
-	evictPodCPU = 1000
-	evictPodMem = gib / 2
-	// evictRoomCPU is the room testEviction raises usage to leave on both
-	// nodes: with four pods of 1000m (4000m held) three must go, whatever
-	// the few millicores of metrics-server's rate jitter; of the two
-	// guarded pods, one.
-	evictRoomCPU = 1500
+	// Each batch pod of testEviction is granted evictPodCPU and
+	// evictPodMem and measurably uses evictPodUse of memory (its kwok
+	// ResourceUsage) and evictPodUseCPU.
+	evictPodCPU    = 1000
+	evictPodMem    = 4 * gib
+	evictPodUse    = 3 * gib
+	evictPodUseCPU = 500
+	// cpuRise is the service pod's CPU in the first phase: near the node's
+	// 16 cores, so that the room falls below what the batch pods hold.
+	cpuRise = 15000
+	// pressureShare is the share of allocatable memory the node's pods use
+	// in the second phase: above the default evictAbove (90 %). Freeing
+	// down to evictUntilBelow (85 %), 7 % of 64Gi = 4.5Gi, takes two batch
+	// pods of 3Gi: one does not suffice.
+	pressureShare = 0.92
 )
 
 // evictionOrder is the order the shedding node's batch pods must go in:
@@ -46,14 +52,19 @@ func sorted(s []string) []string {
 	return out
 }
 
-// testEviction: usage rises under reclaimed pods on two nodes. On the first,
-// the publisher (--eviction=on) evicts, within the grace plus two periods of
-// the lowered room being published, exactly the batch pods that bring what
-// is held within the room, lowest priority first then the youngest, each
-// with an Event on the pod and on the node; nothing else. On the second, a
-// PodDisruptionBudget covers the batch pods: the refusals are reported
-// (metric, Events), made at most once per period, and the pods stay until
-// the budget goes.
+// testEviction: with the publisher's default --eviction (on), reclaimed
+// pods on two nodes, one of them under a PodDisruptionBudget.
+//
+// First a regular pod's CPU rises to near the node's allocatable, memory
+// untouched: the room falls below what the batch pods hold, which stops
+// placement and evicts nothing, looked at every second for 8 periods past
+// the grace. The positive control of that look raises the regular pod's
+// memory so that the node's pods use 92 % of allocatable, above the 90 %
+// threshold: on the first node the publisher then evicts the fewest batch
+// pods that bring use under 85 %, lowest priority first then the youngest,
+// each with an Event naming memory pressure on the pod and on the node; no
+// regular pod. On the second the refusals are reported (metric, Events),
+// made at most once per period, and the pods stay until the budget goes.
 func (e *env) testEviction(t *testing.T) {
 	ctx := context.Background()
 	const ns = "evict"
@@ -61,8 +72,10 @@ func (e *env) testEviction(t *testing.T) {
 	shed, guarded := 0, 1 // node indexes
 	shedNode, guardedNode := e.nodes[shed], e.nodes[guarded]
 	t.Cleanup(func() { e.setUsage(t, func(int) usage { return defaultUsage }) })
-	e.restartRole(t, stack.Publisher, "--eviction=on")
 	pub := e.s.HealthPort(stack.Publisher)
+	if args := strings.Join(e.s.Args(stack.Publisher), " "); strings.Contains(args, "--eviction=") {
+		t.Fatalf("the publisher runs with an explicit --eviction (%s); this test checks the default", args)
+	}
 
 	low, high := e.priorityClass(t, "e2e-batch-low", 100), e.priorityClass(t, "e2e-batch-high", 1000)
 	pod := func(name, node, class string) *corev1.Pod {
@@ -90,112 +103,98 @@ func (e *env) testEviction(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.waitRunning(t, ns, 6)
-	if l, err := e.c.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		var order []string
-		for _, p := range l.Items {
-			prio := "none"
-			if p.Spec.Priority != nil {
-				prio = fmt.Sprint(*p.Spec.Priority)
-			}
-			order = append(order, fmt.Sprintf("%s (priority %s, created %s)", p.Name, prio, p.CreationTimestamp.Format(time.TimeOnly)))
-		}
-		t.Logf("batch pods: %s", strings.Join(order, ", "))
-	}
-
-	// Before the rise every node's room covers what its pods hold. The rise
-	// is calibrated on the room published now rather than on the formula,
-	// so that it leaves evictRoomCPU whatever else the policy counts.
-	heldCPU := int64(len(evictionOrder) * evictPodCPU)
-	pre := map[int]int64{}
-	for _, i := range []int{shed, guarded} {
-		var v framework.NodeView
-		if _, ok := framework.Poll(2*time.Minute, time.Second, func() bool {
-			v = framework.View(t, e.c, e.nodes[i], staleAfter)
-			// Measured: just after the publisher's restart the service pod
-			// counts at its request until its samples are in the history.
-			return v.Fresh.Fresh && v.Ann.ZeroReason == "" && v.Ann.CPUMilli >= heldCPU+evictPodCPU && unmeasured(v.Ann.Explanation) == 0
-		}); !ok {
-			t.Fatalf("the room on %s (%s) does not cover the %dm the batch pods hold before the rise", e.nodes[i], v.Raw, heldCPU)
-		}
-		pre[i] = v.Ann.CPUMilli
-	}
-	blocked0 := framework.Scrape(t, pub, "kube_reclaim_publisher_evictions_blocked_total")
-	for _, i := range []int{shed, guarded} {
-		target := int64(evictRoomCPU)
-		if i == guarded {
-			target = -evictPodCPU // no room at all: both guarded pods would have to go
-		}
-		u := usage{cpu: defaultUsage.cpu + pre[i] - target, mem: defaultUsage.mem}
-		if err := e.setNodeUsage(i, u); err != nil {
+	for _, name := range e.created(ns) {
+		if err := e.c.SetPodUsage(ctx, ns, name, fmt.Sprintf("%dm", evictPodUseCPU), fmt.Sprint(evictPodUse)); err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: room %dm before the rise; service usage raised to %s", e.nodes[i], pre[i], u)
+	}
+	e.waitPodsMeasured(t, ns, evictPodUse)
+
+	// Phase 1: CPU near allocatable, memory untouched.
+	heldCPU := int64(len(evictionOrder) * evictPodCPU)
+	for _, i := range []int{shed, guarded} {
+		if err := e.setNodeUsage(i, usage{cpu: cpuRise, mem: defaultUsage.mem}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	rise := time.Now()
+	var v framework.NodeView
+	if took, ok := framework.Poll(2*time.Minute, time.Second, func() bool {
+		v = framework.View(t, e.c, shedNode, staleAfter)
+		return v.Fresh.Fresh && v.Ann.ZeroReason == "" && v.Ann.CPUMilli < heldCPU
+	}); !ok {
+		t.Fatalf("the room on %s (%s) did not fall below the %dm the batch pods hold within %s of the CPU rise", shedNode, v.Raw, heldCPU, took)
+	}
+	t.Logf("%s: service CPU raised to %dm; the room fell to %dm cpu (held %dm) %s later", shedNode, cpuRise, v.Ann.CPUMilli, heldCPU, time.Since(rise).Round(time.Second))
+	alloc := v.AllocMem
+	evicted0 := framework.Scrape(t, pub, "kube_reclaim_publisher_evictions_total", "reason", eviction.PressureMemory)
+	blocked0 := framework.Scrape(t, pub, "kube_reclaim_publisher_evictions_blocked_total")
 
-	// The room comes down over a few scrapes (metrics-server's CPU is a
-	// rate); the controller may evict on the way down, as it should. The
-	// room has settled once it has stayed within metrics-server's jitter
-	// for three periods; the bound counts from when it reached that level.
-	var trajectory []string
-	var level int64 = -1
-	var levelSince, fitSince time.Time
+	// Nothing leaves while only CPU is short. The control raises memory:
+	// the same look must then see the shedding node's batch pods leave.
+	var pressure bool
+	var pressureAt time.Time
+	window := evictionGrace + 8*period
+	framework.ExpectAbsence(t, framework.Absence{Window: window, Every: time.Second,
+		Look: func(time.Duration) ([]string, bool) {
+			var violations []string
+			shedLeft := 0
+			for _, name := range e.leavingPods(t, ns) {
+				if pressure && !strings.HasPrefix(name, "guarded-") {
+					shedLeft++
+					continue
+				}
+				violations = append(violations, name+" evicted while only CPU was short")
+			}
+			for _, name := range e.leavingPods(t, appsNS) {
+				violations = append(violations, "regular pod "+appsNS+"/"+name+" evicted")
+			}
+			if v := framework.View(t, e.c, shedNode, staleAfter); !pressure && v.Ann != nil && v.Ann.CPUMilli >= heldCPU {
+				violations = append(violations, fmt.Sprintf("the room on %s rose to %dm during the look: the CPU shortage was not held", shedNode, v.Ann.CPUMilli))
+			}
+			return violations, shedLeft >= 1
+		},
+		ControlAt: window,
+		Control: func() error {
+			pressure, pressureAt = true, time.Now()
+			for _, i := range []int{shed, guarded} {
+				batch := int64(2)
+				if i == shed {
+					batch = 4
+				}
+				mem := int64(pressureShare*float64(alloc)) - batch*evictPodUse
+				if err := e.setNodeUsage(i, usage{cpu: cpuRise, mem: mem}); err != nil {
+					return err
+				}
+				t.Logf("%s: service memory raised to %s: the pods use %.0f %% of %s allocatable", e.nodes[i], mib(mem), 100*pressureShare, mib(alloc))
+			}
+			return nil
+		},
+		// kwok's usage reaches metrics-server within ~35 s; then the grace.
+		ControlWithin: evictionGrace + 4*period + 60*time.Second,
+	})
+
+	// Phase 2: the fewest, in order. Two of the shedding node's pods must
+	// go (see pressureShare); wait for them, then nothing more may leave.
 	var victims []string
-	var room, held int64
-	// One look: the room's level, and whether what stays (pods not being
-	// deleted) fits the room, with when that started.
-	look := func() (settled, fits bool) {
-		v := framework.View(t, e.c, shedNode, staleAfter)
-		if !v.Fresh.Fresh || v.Ann.ZeroReason != "" {
-			return false, false
-		}
-		room = v.Ann.CPUMilli
-		if level < 0 || room < level-cpuRateTol || room > level+cpuRateTol {
-			level, levelSince = room, time.Now()
-			trajectory = append(trajectory, fmt.Sprintf("%dm at %s (%s)", room, time.Since(rise).Round(100*time.Millisecond), terms(v.Ann.Explanation)))
-		}
-		victims = e.leavingPods(t, ns)
-		held = framework.MustPods(t, e.c, ns).Bookings[shedNode].CPUMilli
-		fits = len(victims) > 0 && held <= room
-		switch {
-		case !fits:
-			fitSince = time.Time{}
-		case fitSince.IsZero():
-			fitSince = time.Now()
-		}
-		return level < heldCPU && time.Since(levelSince) >= 3*period, fits
+	if _, ok := framework.Poll(evictionGrace+4*period+60*time.Second, 250*time.Millisecond, func() bool {
+		victims = slices.DeleteFunc(e.leavingPods(t, ns), func(n string) bool { return strings.HasPrefix(n, "guarded-") })
+		return len(victims) >= 2
+	}); !ok {
+		t.Fatalf("%s after memory rose, evicted %v on %s, want two", time.Since(pressureAt).Round(time.Second), victims, shedNode)
 	}
-	if _, ok := framework.Poll(3*time.Minute, 250*time.Millisecond, func() bool { s, _ := look(); return s }); !ok {
-		t.Fatalf("the room on %s did not settle below the %dm held: %v", shedNode, heldCPU, trajectory)
+	t.Logf("evicted %v on %s %s after memory rose above the threshold", victims, shedNode, time.Since(pressureAt).Round(100*time.Millisecond))
+	wantVictims := sorted(evictionOrder[:2])
+	if !slices.Equal(victims, wantVictims) {
+		t.Errorf("evicted %v, want %v: lowest priority first, then the youngest", victims, wantVictims)
 	}
-	t.Logf("room on %s after the rise: %s", shedNode, strings.Join(trajectory, "; "))
-
-	// Evicted: what the Eviction API marked for deletion (or already gone),
-	// until what stays fits the room published.
-	_, ok := framework.Poll(evictionGrace+2*period+30*time.Second, 250*time.Millisecond, func() bool { _, f := look(); return f })
-	bound := evictionGrace + 2*period
-	took := max(fitSince.Sub(levelSince), 0)
-	switch {
-	case !ok:
-		t.Fatalf("%s after the room settled at %dm, evicted %v; %s holds %dm, room %dm", time.Since(levelSince).Round(100*time.Millisecond), level, victims, shedNode, held, room)
-	case took > bound:
-		t.Errorf("what is held fit the room %s after the room reached %dm, want within the grace plus two periods (%s)", took.Round(100*time.Millisecond), level, bound)
+	e.expectEvictionEvents(t, ns, shedNode, victims)
+	if got := framework.Scrape(t, pub, "kube_reclaim_publisher_evictions_total", "reason", eviction.PressureMemory) - evicted0; got < float64(len(victims)) {
+		t.Errorf("evictions_total{reason=%s} rose by %v for %d evictions", eviction.PressureMemory, got, len(victims))
 	}
-	t.Logf("evicted %v; %s holds %dm, room %dm, %s after the room reached %dm (bound %s)", victims, shedNode, held, room, took.Round(100*time.Millisecond), level, bound)
-	// Lowest priority first, then the youngest: the victims are the first
-	// of evictionOrder. The fewest: as many as the room the controller
-	// acted on (the one its Events report) requires.
-	if want := sorted(evictionOrder[:min(len(victims), len(evictionOrder))]); !slices.Equal(victims, want) {
-		t.Errorf("evicted %v, want the first %d of %v", victims, len(victims), evictionOrder)
-	}
-	actedOn := e.expectEvictionEvents(t, ns, shedNode, victims)
-	if need := int((heldCPU - actedOn + evictPodCPU - 1) / evictPodCPU); len(victims) != need {
-		t.Errorf("evicted %d pods; at the %dm room the Events report, %d were needed", len(victims), actedOn, need)
-	}
-	wantVictims := victims
 
 	// The guarded node: refused, reported, not retried in a hot loop.
-	if _, ok := framework.Poll(evictionGrace+2*period+30*time.Second, time.Second, func() bool {
+	if _, ok := framework.Poll(evictionGrace+4*period+60*time.Second, time.Second, func() bool {
 		return framework.Scrape(t, pub, "kube_reclaim_publisher_evictions_blocked_total") > blocked0
 	}); !ok {
 		t.Fatalf("no eviction on %s refused by the PodDisruptionBudget was counted", guardedNode)
@@ -203,12 +202,12 @@ func (e *env) testEviction(t *testing.T) {
 	refusedAt := time.Now()
 	blocked1 := framework.Scrape(t, pub, "kube_reclaim_publisher_evictions_blocked_total")
 
-	// From here on nothing more may leave: neither the pod that fits the
-	// room, nor a regular pod, nor the guarded pods while their budget
-	// stands. The positive control deletes the budget: the same look must
-	// then see the guarded pods evicted.
+	// From here on nothing more may leave: neither the batch pods whose
+	// departure brought use under 85 %, nor a regular pod, nor the guarded
+	// pods while their budget stands. The positive control deletes the
+	// budget: the same look must then see the guarded pods evicted.
 	var budgetGone bool
-	window := 6 * period
+	window = 6 * period
 	framework.ExpectAbsence(t, framework.Absence{Window: window, Every: time.Second,
 		Look: func(time.Duration) ([]string, bool) {
 			var violations []string
@@ -225,7 +224,8 @@ func (e *env) testEviction(t *testing.T) {
 			for _, name := range e.leavingPods(t, appsNS) {
 				violations = append(violations, "regular pod "+appsNS+"/"+name+" evicted")
 			}
-			// No room: both guarded pods go once the budget allows it.
+			// One guarded pod of 3Gi does not free enough: both go once
+			// the budget allows it.
 			return violations, guardedLeft >= 1
 		},
 		ControlAt: window,
@@ -245,32 +245,33 @@ func (e *env) testEviction(t *testing.T) {
 	e.expectBlockedEvents(t, ns, guardedNode)
 }
 
-func ptr[T any](v T) *T { return &v }
-
-// unmeasured is the CPU the policy counted for regular pods without samples.
-func unmeasured(x *reclaimable.Explanation) int64 {
-	if x == nil {
-		return -1
-	}
-	for _, t := range x.CPU.Terms {
-		if t.Name == policy.TermUnmeasuredRequests {
-			return t.Value
+// waitPodsMeasured waits until metrics.k8s.io serves every pod of ns with
+// mem of memory: the publisher sums the pods' own samples.
+func (e *env) waitPodsMeasured(t *testing.T, ns string, mem int64) {
+	t.Helper()
+	var got []string
+	if took, ok := framework.Poll(3*time.Minute, 2*time.Second, func() bool {
+		l, err := e.c.Metrics.MetricsV1beta1().PodMetricses(ns).List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			return false
 		}
+		got = got[:0]
+		for _, m := range l.Items {
+			var used int64
+			for _, c := range m.Containers {
+				used += c.Usage.Memory().Value()
+			}
+			if used == mem {
+				got = append(got, m.Name)
+			}
+		}
+		return len(got) == len(e.created(ns))
+	}); !ok {
+		t.Fatalf("within %s metrics.k8s.io measured only %v of the pods of %s at %s", took.Round(time.Second), got, ns, mib(mem))
 	}
-	return 0
 }
 
-// terms renders the CPU terms of an annotation's explanation.
-func terms(x *reclaimable.Explanation) string {
-	if x == nil {
-		return "no explanation"
-	}
-	var out []string
-	for _, t := range x.CPU.Terms {
-		out = append(out, fmt.Sprintf("%s %s %d", t.Name, t.Op, t.Value))
-	}
-	return strings.Join(out, ", ")
-}
+func ptr[T any](v T) *T { return &v }
 
 func (e *env) priorityClass(t *testing.T, name string, value int32) string {
 	t.Helper()
@@ -372,41 +373,35 @@ func (e *env) events(t *testing.T, ns, kind, name, reason string) []string {
 }
 
 // expectEvictionEvents checks that every victim has its Event, and the node
-// one naming it, both saying what the node held beyond its room, and
-// returns the lowest room they report.
-func (e *env) expectEvictionEvents(t *testing.T, ns, node string, victims []string) int64 {
+// one naming it, both naming memory pressure and what the pod freed.
+func (e *env) expectEvictionEvents(t *testing.T, ns, node string, victims []string) {
 	t.Helper()
 	var missing []string
-	rooms := []int64{}
+	const why = "memory pressure: the node's pods use "
+	frees := "to free " + resource.NewQuantity(evictPodUse, resource.BinarySI).String() // 3Gi
 	// The publisher's event broadcaster writes Events asynchronously,
 	// later on a busy machine.
 	_, ok := framework.Poll(60*time.Second, time.Second, func() bool {
-		missing, rooms = missing[:0], rooms[:0]
+		missing = missing[:0]
 		nodeMsgs := e.events(t, metav1.NamespaceDefault, "Node", node, eviction.ReasonEvicted)
 		for _, v := range victims {
 			msgs := e.events(t, ns, "Pod", v, eviction.ReasonEvicted)
-			var room, held int64
-			if len(msgs) == 1 {
-				_, _ = fmt.Sscanf(msgs[0], "room %dm cpu, held %dm;", &room, &held)
-			}
-			if len(msgs) != 1 || held == 0 || !strings.HasSuffix(msgs[0], fmt.Sprintf("; evicted to free %dm", evictPodCPU)) {
+			if len(msgs) != 1 || !strings.HasPrefix(msgs[0], why) || !strings.HasSuffix(msgs[0], "; evicted "+frees) {
 				missing = append(missing, fmt.Sprintf("pod %s: %q", v, msgs))
 				continue
 			}
-			rooms = append(rooms, room)
-			want := fmt.Sprintf("evicted %s/%s to free %dm", ns, v, evictPodCPU)
-			if !slices.ContainsFunc(nodeMsgs, func(m string) bool { return strings.HasSuffix(m, want) }) {
+			want := fmt.Sprintf("evicted %s/%s %s", ns, v, frees)
+			if !slices.ContainsFunc(nodeMsgs, func(m string) bool { return strings.HasPrefix(m, why) && strings.HasSuffix(m, want) }) {
 				missing = append(missing, fmt.Sprintf("node %s: no %q in %q", node, want, nodeMsgs))
 			}
 		}
 		return len(missing) == 0
 	})
-	if !ok || len(rooms) == 0 {
+	if !ok {
 		t.Errorf("eviction Events missing or wrong: %v", missing)
-		return 0
+		return
 	}
 	t.Logf("Events on %s: %q", node, e.events(t, metav1.NamespaceDefault, "Node", node, eviction.ReasonEvicted))
-	return slices.Min(rooms)
 }
 
 func (e *env) expectBlockedEvents(t *testing.T, ns, node string) {

@@ -81,7 +81,7 @@ func TestE2E(t *testing.T) {
 	t.Run("extender down: reclaimed pods wait, regular pods schedule, placed without over-booking when back", e.testExtenderDown)
 	t.Run("burst: 200 reclaimed pods onto scarce, changing room never over-book a node", e.testBurst)
 	t.Run("bad input through the apiserver: clear errors, nothing lost, nothing denied that should pass", e.testBadInput)
-	t.Run("eviction: usage rises under batch pods, the fewest lowest-priority ones are evicted with Events; a PodDisruptionBudget blocks without a hot loop", e.testEviction)
+	t.Run("eviction: a CPU rise under batch pods evicts nothing; memory pressure evicts the fewest lowest-priority ones with Events; a PodDisruptionBudget blocks without a hot loop", e.testEviction)
 }
 
 func setup(t *testing.T) *env {

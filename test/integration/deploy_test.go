@@ -409,8 +409,8 @@ func TestDeploy(t *testing.T) {
 		_, err = pub.CoreV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		allowed("publisher", "create events", err)
 		forbidden("publisher", "delete nodes", pub.CoreV1().Nodes().Delete(ctx, "no-such-node", metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}))
-		// Eviction is opt-in (components/eviction).
-		forbidden("publisher", "evict pods", pub.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{
+		// Eviction on measured pressure is on by default.
+		allowed("publisher", "evict pods", pub.CoreV1().Pods("default").EvictV1(ctx, &policyv1.Eviction{
 			ObjectMeta: metav1.ObjectMeta{Name: "no-such-pod", Namespace: "default"}, DeleteOptions: &metav1.DeleteOptions{DryRun: []string{metav1.DryRunAll}}}))
 		_, err = pub.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{})
 		forbidden("publisher", "list secrets", err)

@@ -62,7 +62,32 @@ func overlay(base policy.Settings, s *Settings) (policy.Settings, error) {
 	}
 	overlayResource(&base.CPU, s.CPU)
 	overlayResource(&base.Memory, s.Memory)
+	overlayEviction(&base.Eviction, s.Eviction)
 	return base, nil
+}
+
+func overlayEviction(base *policy.EvictionSettings, e *Eviction) {
+	if e == nil {
+		return
+	}
+	if m := e.MemoryPressure; m != nil {
+		setIfSet(&base.MemoryPressure.EvictAbove, m.EvictAbove)
+		setIfSet(&base.MemoryPressure.EvictUntilBelow, m.EvictUntilBelow)
+	}
+	if c := e.CPUStarvation; c != nil {
+		setIfSet(&base.CPUStarvation.Enabled, c.Enabled)
+		setIfSet(&base.CPUStarvation.NodeAbove, c.NodeUsageAbove)
+		setIfSet(&base.CPUStarvation.PodBelow, c.PodUsageBelow)
+		if c.Window != nil {
+			base.CPUStarvation.Window = c.Window.Duration
+		}
+	}
+}
+
+func setIfSet[T any](dst *T, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 func overlayResource(base *policy.ResourceSettings, r *ResourceSettings) {
@@ -87,6 +112,12 @@ func FromSettings(s policy.Settings) Settings {
 		return &ResourceSettings{Margin: &r.Margin, MaxRatio: &r.MaxRatio, Minimum: &r.Minimum}
 	}
 	name, peak := string(s.Policy), s.Peak.String()
+	m, c := s.Eviction.MemoryPressure, s.Eviction.CPUStarvation
+	eviction := &Eviction{
+		MemoryPressure: &MemoryPressure{EvictAbove: &m.EvictAbove, EvictUntilBelow: &m.EvictUntilBelow},
+		CPUStarvation: &CPUStarvation{Enabled: &c.Enabled, NodeUsageAbove: &c.NodeAbove, PodUsageBelow: &c.PodBelow,
+			Window: &metav1.Duration{Duration: c.Window}},
+	}
 	return Settings{
 		Policy:          &name,
 		Window:          &metav1.Duration{Duration: s.Window},
@@ -95,5 +126,6 @@ func FromSettings(s policy.Settings) Settings {
 		ChangeThreshold: &s.ChangeThreshold,
 		CPU:             resource(s.CPU),
 		Memory:          resource(s.Memory),
+		Eviction:        eviction,
 	}
 }

@@ -25,6 +25,16 @@ func SetDefaults(in *ReclaimPolicy) {
 	setIfNil(&s.Memory, ResourceSettings{})
 	s.CPU.setDefaults(d.CPU)
 	s.Memory.setDefaults(d.Memory)
+	setIfNil(&s.Eviction, Eviction{})
+	setIfNil(&s.Eviction.MemoryPressure, MemoryPressure{})
+	setIfNil(&s.Eviction.CPUStarvation, CPUStarvation{})
+	m, c := s.Eviction.MemoryPressure, s.Eviction.CPUStarvation
+	setIfNil(&m.EvictAbove, d.Eviction.MemoryPressure.EvictAbove)
+	setIfNil(&m.EvictUntilBelow, d.Eviction.MemoryPressure.EvictUntilBelow)
+	setIfNil(&c.Enabled, d.Eviction.CPUStarvation.Enabled)
+	setIfNil(&c.NodeUsageAbove, d.Eviction.CPUStarvation.NodeAbove)
+	setIfNil(&c.PodUsageBelow, d.Eviction.CPUStarvation.PodBelow)
+	setIfNil(&c.Window, metav1.Duration{Duration: d.Eviction.CPUStarvation.Window})
 }
 
 func (r *ResourceSettings) setDefaults(d policy.ResourceSettings) {

@@ -48,6 +48,48 @@ type Settings struct {
 	CPU *ResourceSettings `json:"cpu,omitempty"`
 	// Memory are the parameters of memory, in bytes.
 	Memory *ResourceSettings `json:"memory,omitempty"`
+	// Eviction says when the publisher's eviction controller (publisher
+	// --eviction) evicts reclaimed pods: on measured pressure only, never
+	// because the room dipped below what they hold.
+	Eviction *Eviction `json:"eviction,omitempty"`
+}
+
+// Eviction are the thresholds of the eviction controller.
+type Eviction struct {
+	// MemoryPressure: evict reclaimed pods while the node's pods use too
+	// much of its memory.
+	MemoryPressure *MemoryPressure `json:"memoryPressure,omitempty"`
+	// CPUStarvation: move a reclaimed pod starved of its CPU grant for a
+	// long time. Off by default.
+	CPUStarvation *CPUStarvation `json:"cpuStarvation,omitempty"`
+}
+
+// MemoryPressure compares the measured working set of all the node's pods,
+// regular and reclaimed, with its allocatable memory.
+type MemoryPressure struct {
+	// EvictAbove is the share of allocatable memory, in (0,1], above which
+	// reclaimed pods are evicted.
+	EvictAbove *float64 `json:"evictAbove,omitempty"`
+	// EvictUntilBelow is the share, in (0,1) and below evictAbove, under
+	// which evicting stops.
+	EvictUntilBelow *float64 `json:"evictUntilBelow,omitempty"`
+}
+
+// CPUStarvation: a reclaimed pod is starved when, in every cycle of the
+// window on fresh data, the node's pods used at least nodeUsageAbove of
+// allocatable CPU while the pod used less than podUsageBelow of its
+// reclaimed CPU grant. It is then evicted so that it can run elsewhere.
+type CPUStarvation struct {
+	// Enabled turns the rule on; false by default.
+	Enabled *bool `json:"enabled,omitempty"`
+	// NodeUsageAbove is the share of allocatable CPU, in (0,1], the node's
+	// pods must use for the node to count as saturated.
+	NodeUsageAbove *float64 `json:"nodeUsageAbove,omitempty"`
+	// PodUsageBelow is the share of its CPU grant, in (0,1], under which a
+	// pod on a saturated node counts as starved.
+	PodUsageBelow *float64 `json:"podUsageBelow,omitempty"`
+	// Window is how long a pod must stay starved, in [5m, 24h].
+	Window *metav1.Duration `json:"window,omitempty"`
 }
 
 // ResourceSettings are the parameters of one resource.

@@ -55,6 +55,7 @@ func TestSetDefaultsOfAnEmptyFileAreTheBuiltInDefaults(t *testing.T) {
 func TestFromSettingsRoundTrips(t *testing.T) {
 	s := policy.DefaultSettings()
 	s.Peak, s.Policy, s.Memory.Minimum = policy.Percentile(99.9), policy.PolicyRequest, 1
+	s.Eviction.CPUStarvation.Enabled, s.Eviction.MemoryPressure.EvictAbove = true, 0.95
 	fs := FromSettings(s)
 	got, err := overlay(policy.Settings{}, &fs)
 	if err != nil || got != s {
@@ -78,6 +79,14 @@ func TestValidateSettingsBuiltInCode(t *testing.T) {
 		"s.cpu.minimum: Invalid value: -1: must be >= 0",
 	}
 	sameErrors(t, ValidateSettings(bad, field.NewPath("s")), want)
+	// Zero eviction settings are the defaults; set ones are checked.
+	bad = policy.DefaultSettings()
+	bad.Eviction.MemoryPressure.EvictUntilBelow = 0.95
+	bad.Eviction.CPUStarvation.Window = time.Second
+	sameErrors(t, ValidateSettings(bad, field.NewPath("s")), []string{
+		`s.eviction.cpuStarvation.window: Invalid value: "1s": must be in [5m0s, 24h0m0s]: starvation is a long condition, never a spike`,
+		"s.eviction.memoryPressure.evictUntilBelow: Invalid value: 0.95: must be below evictAbove (0.9): evicting stops under a lower threshold than it starts at",
+	})
 }
 
 // sameErrors fails unless errs are the messages want, in order.
@@ -126,6 +135,30 @@ func TestValidate(t *testing.T) {
 			[]string{"profiles[0].namespaceSelector.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'"}},
 		{"an invalid scheduler name", ReclaimPolicy{Profiles: []Profile{{Name: "a", SchedulerName: "Not_A_Name"}}},
 			[]string{`profiles[0].schedulerName: Invalid value: "Not_A_Name": a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')`}},
+		{"eviction thresholds out of range", ReclaimPolicy{Default: &Settings{Eviction: &Eviction{
+			MemoryPressure: &MemoryPressure{EvictAbove: ptr(1.2), EvictUntilBelow: ptr(0.0)},
+			CPUStarvation:  &CPUStarvation{NodeUsageAbove: ptr(-0.1), PodUsageBelow: ptr(2.0), Window: &metav1.Duration{Duration: time.Minute}}}}}, []string{
+			"default.eviction.memoryPressure.evictAbove: Invalid value: 1.2: must be in (0,1]",
+			"default.eviction.memoryPressure.evictUntilBelow: Invalid value: 0: must be in (0,1)",
+			"default.eviction.cpuStarvation.nodeUsageAbove: Invalid value: -0.1: must be in (0,1]",
+			"default.eviction.cpuStarvation.podUsageBelow: Invalid value: 2: must be in (0,1]",
+			`default.eviction.cpuStarvation.window: Invalid value: "1m0s": must be in [5m0s, 24h0m0s]: starvation is a long condition, never a spike`,
+		}},
+		{"evicting must stop below where it starts", ReclaimPolicy{Default: &Settings{Eviction: &Eviction{
+			MemoryPressure: &MemoryPressure{EvictAbove: ptr(0.8), EvictUntilBelow: ptr(0.8)}}}}, []string{
+			"default.eviction.memoryPressure.evictUntilBelow: Invalid value: 0.8: must be below evictAbove (0.8): evicting stops under a lower threshold than it starts at",
+		}},
+		{"a pool's threshold is checked against the one it inherits", ReclaimPolicy{
+			Default: &Settings{Eviction: &Eviction{MemoryPressure: &MemoryPressure{EvictUntilBelow: ptr(0.7)}}},
+			Pools: []Pool{{Name: "ok", NodeSelector: node, Settings: Settings{Eviction: &Eviction{MemoryPressure: &MemoryPressure{EvictAbove: ptr(0.75)}}}},
+				{Name: "low", NodeSelector: node, Settings: Settings{Eviction: &Eviction{MemoryPressure: &MemoryPressure{EvictAbove: ptr(0.6)}}}},
+				{Name: "inherits", NodeSelector: node}}}, []string{
+			"pools[1].eviction.memoryPressure.evictAbove: Invalid value: 0.6: must be above evictUntilBelow (0.7): evicting stops under a lower threshold than it starts at",
+		}},
+		{"a pool setting only evictUntilBelow above the built-in evictAbove", ReclaimPolicy{
+			Pools: []Pool{{Name: "p", NodeSelector: node, Settings: Settings{Eviction: &Eviction{MemoryPressure: &MemoryPressure{EvictUntilBelow: ptr(0.95)}}}}}}, []string{
+			"pools[0].eviction.memoryPressure.evictUntilBelow: Invalid value: 0.95: must be below evictAbove (0.9): evicting stops under a lower threshold than it starts at",
+		}},
 		{"duplicate profile names and a profile without a name", ReclaimPolicy{Profiles: []Profile{{Name: "a"}, {Name: "a"}, {}}},
 			[]string{`profiles[1].name: Duplicate value: "a"`, "profiles[2].name: Required value"}},
 	}

@@ -25,12 +25,19 @@ const (
 // out is the default block's, checked there once.
 func Validate(in *ReclaimPolicy) field.ErrorList {
 	var errs field.ErrorList
+	// The memory thresholds are a pair: a pool that sets one is checked
+	// against the other as the default block resolves it.
+	base := policy.DefaultEviction().MemoryPressure
 	if in.Default != nil {
 		errs = append(errs, validateSettings(in.Default, field.NewPath("default"))...)
+		base = resolvedMemoryPressure(base, in.Default.Eviction)
+		errs = append(errs, validateThresholdPair(base, in.Default.Eviction, field.NewPath("default"))...)
 	}
 	names := map[string]bool{}
 	for i := range in.Pools {
-		errs = append(errs, validatePool(&in.Pools[i], field.NewPath("pools").Index(i), names)...)
+		path := field.NewPath("pools").Index(i)
+		errs = append(errs, validatePool(&in.Pools[i], path, names)...)
+		errs = append(errs, validateThresholdPair(resolvedMemoryPressure(base, in.Pools[i].Eviction), in.Pools[i].Eviction, path)...)
 	}
 	names = map[string]bool{}
 	for i := range in.Profiles {
@@ -40,10 +47,12 @@ func Validate(in *ReclaimPolicy) field.ErrorList {
 }
 
 // ValidateSettings reports every field of settings built in code (not read
-// from a file) that the file would refuse, under path.
+// from a file) that the file would refuse, under path. Zero eviction
+// thresholds are the defaults (policy.EvictionSettings.OrDefault).
 func ValidateSettings(s policy.Settings, path *field.Path) field.ErrorList {
+	s.Eviction = s.Eviction.OrDefault()
 	fs := FromSettings(s)
-	return validateSettings(&fs, path)
+	return append(validateSettings(&fs, path), validateThresholdPair(s.Eviction.MemoryPressure, fs.Eviction, path)...)
 }
 
 func validatePool(p *Pool, path *field.Path, names map[string]bool) field.ErrorList {
@@ -136,7 +145,74 @@ func validateSettings(s *Settings, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(rp.Child("minimum"), *r.rs.Minimum, "must be >= 0"))
 		}
 	}
+	return append(errs, validateEviction(s.Eviction, path.Child("eviction"))...)
+}
+
+// validateEviction checks the eviction fields that are set. Thresholds are
+// shares of allocatable: zero would evict on an idle node, so it is
+// excluded.
+func validateEviction(e *Eviction, path *field.Path) field.ErrorList {
+	if e == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if m := e.MemoryPressure; m != nil {
+		mp := path.Child("memoryPressure")
+		errs = append(errs, positiveShare(m.EvictAbove, mp.Child("evictAbove"), true)...)
+		errs = append(errs, positiveShare(m.EvictUntilBelow, mp.Child("evictUntilBelow"), false)...)
+	}
+	if c := e.CPUStarvation; c != nil {
+		cp := path.Child("cpuStarvation")
+		errs = append(errs, positiveShare(c.NodeUsageAbove, cp.Child("nodeUsageAbove"), true)...)
+		errs = append(errs, positiveShare(c.PodUsageBelow, cp.Child("podUsageBelow"), true)...)
+		if w := c.Window; w != nil && (w.Duration < policy.MinStarvationWindow || w.Duration > policy.MaxStarvationWindow) {
+			errs = append(errs, field.Invalid(cp.Child("window"), w.Duration.String(),
+				fmt.Sprintf("must be in [%s, %s]: starvation is a long condition, never a spike", policy.MinStarvationWindow, policy.MaxStarvationWindow)))
+		}
+	}
 	return errs
+}
+
+// resolvedMemoryPressure is base with the memory thresholds e sets.
+func resolvedMemoryPressure(base policy.MemoryPressure, e *Eviction) policy.MemoryPressure {
+	if e != nil && e.MemoryPressure != nil {
+		setIfSet(&base.EvictAbove, e.MemoryPressure.EvictAbove)
+		setIfSet(&base.EvictUntilBelow, e.MemoryPressure.EvictUntilBelow)
+	}
+	return base
+}
+
+// validateThresholdPair requires evicting to stop below where it starts,
+// for the thresholds in force in a block (m, resolved), reported on the
+// field the block sets (e). A block that sets neither threshold has the
+// pair of the block it inherits from, checked there.
+func validateThresholdPair(m policy.MemoryPressure, e *Eviction, path *field.Path) field.ErrorList {
+	if e == nil || e.MemoryPressure == nil || e.MemoryPressure.EvictAbove == nil && e.MemoryPressure.EvictUntilBelow == nil {
+		return nil
+	}
+	if m.EvictUntilBelow < m.EvictAbove || m.EvictAbove <= 0 || m.EvictUntilBelow <= 0 {
+		return nil // in order, or already reported as out of range
+	}
+	mp := path.Child("eviction", "memoryPressure")
+	if e != nil && e.MemoryPressure != nil && e.MemoryPressure.EvictUntilBelow != nil {
+		return field.ErrorList{field.Invalid(mp.Child("evictUntilBelow"), m.EvictUntilBelow,
+			fmt.Sprintf("must be below evictAbove (%v): evicting stops under a lower threshold than it starts at", m.EvictAbove))}
+	}
+	return field.ErrorList{field.Invalid(mp.Child("evictAbove"), m.EvictAbove,
+		fmt.Sprintf("must be above evictUntilBelow (%v): evicting stops under a lower threshold than it starts at", m.EvictUntilBelow))}
+}
+
+// positiveShare checks that a set share is in (0,1], or (0,1) without one.
+func positiveShare(f *float64, path *field.Path, withOne bool) field.ErrorList {
+	switch {
+	case f == nil:
+		return nil
+	case *f > 0 && (*f < 1 || withOne && *f == 1):
+		return nil
+	case withOne:
+		return field.ErrorList{field.Invalid(path, *f, "must be in (0,1]")}
+	}
+	return field.ErrorList{field.Invalid(path, *f, "must be in (0,1)")}
 }
 
 // inRange checks that a set fraction is in [0,1], or [0,1) without one.
