@@ -45,6 +45,7 @@ func main() {
 	flag.StringVar(&sched.Pattern, "burn-pattern", os.Getenv("BURN_PATTERN"), "which slots the burners work in: slot i works when the pattern's character i mod its length is 1, rests when 0 (env BURN_PATTERN)")
 	growRate := flag.Int("grow-mib-per-second", envInt("GROW_MIB_PER_SECOND"), "after -allocate-mib, allocate and touch this many MiB more every second (env GROW_MIB_PER_SECOND)")
 	growTo := flag.Int("grow-to-mib", envInt("GROW_TO_MIB"), "stop growing once this many MiB are held (env GROW_TO_MIB)")
+	growAfter := flag.Duration("grow-after", envDuration("GROW_AFTER"), "start growing this long after the start (env GROW_AFTER)")
 	flag.Parse()
 	if err := sched.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -79,7 +80,10 @@ func main() {
 	mem.grow(*mib)
 	fmt.Printf("workload: allocated %d MiB, burning %d millicores\n", mem.mib(), *millicores)
 	if *growRate > 0 && *growTo > mem.mib() {
-		go mem.growAt(*growRate, *growTo)
+		go func() {
+			time.Sleep(*growAfter)
+			mem.growAt(*growRate, *growTo)
+		}()
 	}
 
 	threads := (*millicores + 999) / 1000
