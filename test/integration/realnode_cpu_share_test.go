@@ -66,9 +66,9 @@ func kindOf(i int64) slotKind {
 // (as the pod webhook leaves them: zero native requests, limits = grant of
 // 1 CPU each, so cpu.shares 2) burning one thread each: three busy threads on
 // the node's 2 cores, so one core is shared all the time and only the
-// weights decide who gets it. The regular pod keeps at least 95 % of the
-// work it does alone, and the batch pods take the CPU the regular pod and
-// the rest of the machine leave.
+// weights decide who gets it. In the median cycle the regular pod keeps at
+// least 95 % of the work it does alone, and the batch pods take the CPU the
+// regular pod and the rest of the machine leave.
 func TestRealNodeRegularPodKeepsItsCPUBesideBatchPods(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: a real node takes a minute")
@@ -148,7 +148,7 @@ func TestRealNodeRegularPodKeepsItsCPUBesideBatchPods(t *testing.T) {
 		if !ok || !ok0 || !ok1 || !okIdle {
 			t.Fatalf("slot %d (%s) missing: regular %v, batch-0 %v, batch-1 %v, idle sample %v", i, sched.Start(i).Format(time.TimeOnly), ok, ok0, ok1, okIdle)
 		}
-		m.add(kindOf(i), r, b0, b1, idleNanos)
+		m.add(i, kindOf(i), r, b0, b1, idleNanos)
 	}
 	t.Log(m.summary())
 
@@ -156,9 +156,12 @@ func TestRealNodeRegularPodKeepsItsCPUBesideBatchPods(t *testing.T) {
 		if m.units[slotAlone] == 0 {
 			t.Fatal("the regular pod did no work alone: nothing to compare with")
 		}
-		if kept := m.kept(); kept < cpuShareKept {
-			t.Errorf("the regular pod did %d units beside the batch pods and %d alone, in as many slots: %.1f %%, want at least %.0f %%",
-				m.units[slotShared], m.units[slotAlone], 100*kept, 100*cpuShareKept)
+		// Judged cycle by cycle, by the median: a burst of the rest of the
+		// machine lands in a random slot and moves one cycle, whereas what
+		// the batch pods take is taken in every cycle.
+		if kept := m.keptMedian(); kept < cpuShareKept {
+			t.Errorf("in the median cycle the regular pod kept %.1f %% of its work alone beside the batch pods, want at least %.0f %% (over all cycles: %d units beside them, %d alone, %.1f %%)",
+				100*kept, 100*cpuShareKept, m.units[slotShared], m.units[slotAlone], 100*m.kept())
 		}
 	})
 
@@ -194,25 +197,50 @@ type cpuShareMeasure struct {
 	slots                          [3]int
 	units                          [3]int64
 	regularCPU, batchCPU, idleNano [3]int64
-	// ratios are the regular pod's units in each B slot over the mean of
-	// the A slots of its cycle, for the log.
-	ratios []float64
-	alone  []int64
+	// cycles are the regular pod's units alone and beside the batch pods
+	// in each cycle, by the cycle's index.
+	cycles map[int64]*[3]int64
 }
 
-func (m *cpuShareMeasure) add(k slotKind, regular, b0, b1 workslots.Report, idleNanos int64) {
+func (m *cpuShareMeasure) add(slot int64, k slotKind, regular, b0, b1 workslots.Report, idleNanos int64) {
+	if m.cycles == nil {
+		m.cycles = map[int64]*[3]int64{}
+	}
+	cycle := slot / int64(len(cpuShareRegularPattern))
+	if m.cycles[cycle] == nil {
+		m.cycles[cycle] = &[3]int64{}
+	}
+	m.cycles[cycle][k] += regular.Units
 	m.slots[k]++
 	m.units[k] += regular.Units
 	m.regularCPU[k] += regular.CPUNanos
 	m.batchCPU[k] += b0.CPUNanos + b1.CPUNanos
 	m.idleNano[k] += idleNanos
-	switch k {
-	case slotAlone:
-		m.alone = append(m.alone, regular.Units)
-	case slotShared:
-		if n := len(m.alone); n > 0 {
-			m.ratios = append(m.ratios, float64(regular.Units)/float64(m.alone[n-1]))
+}
+
+// cycleRatios are, for every cycle, the regular pod's work in its two B
+// slots over its work in its two A slots, sorted.
+func (m *cpuShareMeasure) cycleRatios() []float64 {
+	var r []float64
+	for _, c := range m.cycles {
+		if c[slotAlone] > 0 {
+			r = append(r, float64(c[slotShared])/float64(c[slotAlone]))
 		}
+	}
+	slices.Sort(r)
+	return r
+}
+
+// keptMedian is the median of the cycle ratios (0 without any).
+func (m *cpuShareMeasure) keptMedian() float64 {
+	r := m.cycleRatios()
+	switch n := len(r); {
+	case n == 0:
+		return 0
+	case n%2 == 1:
+		return r[n/2]
+	default:
+		return (r[n/2-1] + r[n/2]) / 2
 	}
 }
 
@@ -231,8 +259,7 @@ func (m *cpuShareMeasure) batchCores(k slotKind) float64   { return m.cores(m.ba
 func (m *cpuShareMeasure) idleCores(k slotKind) float64    { return m.cores(m.idleNano, k) }
 
 func (m *cpuShareMeasure) summary() string {
-	r := slices.Clone(m.ratios)
-	slices.Sort(r)
+	r := m.cycleRatios()
 	var b strings.Builder
 	fmt.Fprintf(&b, "%d cycles of %s slots (A B B A C):\n", cpuShareCycles, cpuShareSlot)
 	for _, k := range []slotKind{slotAlone, slotShared, slotBatch} {
@@ -240,9 +267,9 @@ func (m *cpuShareMeasure) summary() string {
 			[]string{"A (regular pod alone)", "B (regular beside batch)", "C (batch pods alone)"}[k], m.slots[k],
 			m.units[k], m.regularCores(k), m.batchCores(k), m.idleCores(k))
 	}
-	fmt.Fprintf(&b, "  regular pod's work B/A %.2f %%", 100*m.kept())
+	fmt.Fprintf(&b, "  regular pod's work B/A over all cycles %.2f %%", 100*m.kept())
 	if len(r) > 0 {
-		fmt.Fprintf(&b, "; per B slot against the A before it: min %.3f, median %.3f, max %.3f", r[0], r[len(r)/2], r[len(r)-1])
+		fmt.Fprintf(&b, "; per cycle: min %.3f, median %.3f, max %.3f", r[0], m.keptMedian(), r[len(r)-1])
 	}
 	return b.String()
 }
