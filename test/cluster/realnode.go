@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -43,6 +44,14 @@ type RealNodeSpec struct {
 	// Without it the node shares the host's network, reports 127.0.0.1 and
 	// has no kube-proxy: its pods reach nothing but themselves.
 	NetworkNamespace bool
+	// SystemReserved is kubelet's systemReserved (for example memory:
+	// "22Gi"): node allocatable and the limit of the pods' cgroup leave it
+	// to the rest of the machine, so a node can be made small on a large
+	// machine.
+	SystemReserved map[string]string
+	// EvictionHard overrides entries of kubelet's evictionHard; the others
+	// keep their defaults here (memory.available 50Mi, the disks 1 %).
+	EvictionHard map[string]string
 }
 
 func (s *RealNodeSpec) defaults() {
@@ -376,7 +385,12 @@ func (n *RealNode) kubeletConfig() map[string]any {
 	for k, v := range n.spec.Labels {
 		labels[k] = v
 	}
-	return map[string]any{
+	// A shared development disk must not evict test pods.
+	evictionHard := map[string]string{
+		"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%",
+	}
+	maps.Copy(evictionHard, n.spec.EvictionHard)
+	cfg := map[string]any{
 		"apiVersion":                "kubelet.config.k8s.io/v1beta1",
 		"kind":                      "KubeletConfiguration",
 		"cgroupDriver":              "cgroupfs",
@@ -408,13 +422,14 @@ func (n *RealNode) kubeletConfig() map[string]any {
 		// would break every later pod on a machine whose disk is full.
 		"imageGCHighThresholdPercent": 100,
 		"imageGCLowThresholdPercent":  99,
-		// A shared development disk must not evict test pods.
-		"evictionHard": map[string]string{
-			"memory.available": "50Mi", "nodefs.available": "1%", "imagefs.available": "1%", "nodefs.inodesFree": "1%",
-		},
-		"kubeAPIQPS":   50,
-		"kubeAPIBurst": 100,
+		"evictionHard":                evictionHard,
+		"kubeAPIQPS":                  50,
+		"kubeAPIBurst":                100,
 	}
+	if len(n.spec.SystemReserved) > 0 {
+		cfg["systemReserved"] = n.spec.SystemReserved
+	}
+	return cfg
 }
 
 // shareDir bind-mounts dir on itself and makes it a shared mount, so mounts
