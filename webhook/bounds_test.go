@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -108,8 +109,10 @@ func TestPooledBuffersDoNotOutliveALargeRequest(t *testing.T) {
 
 // fillSlots takes every in-flight slot; the returned function gives one back.
 func fillSlots(th testHandler) (release func()) {
-	for range cap(th.inflight.slots) {
-		th.inflight.slots <- struct{}{}
+	for range th.inflight.Cap() {
+		if !th.inflight.Acquire(context.Background(), 0) {
+			panic("a free in-flight slot could not be taken")
+		}
 	}
 	return th.inflight.release
 }

@@ -6,6 +6,8 @@ import (
 
 	jsoniter "github.com/json-iterator/go"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 )
 
 // DefaultMaxInFlight bounds the reviews decoded at once. The
@@ -29,39 +31,29 @@ const (
 // first.
 const peekBytes = 4 << 10
 
-// inflight is a counting semaphore over the review routes, shared by nodes
-// and pods so that the bound is one number for the whole process.
+// inflight is the review routes' one serving.InFlight, shared by nodes and
+// pods so that the bound is one number for the whole process.
 type inflight struct {
-	slots chan struct{}
+	*serving.InFlight
 }
 
 func newInflight(n int) *inflight {
 	if n <= 0 {
 		n = DefaultMaxInFlight
 	}
-	return &inflight{slots: make(chan struct{}, n)}
+	return &inflight{serving.NewInFlight(n)}
 }
 
 // acquire waits for a slot until the request's context ends or wait has
 // passed; it reports whether it got one and whether it had to wait.
 func (f *inflight) acquire(r *http.Request, wait time.Duration) (ok, waited bool) {
-	select {
-	case f.slots <- struct{}{}:
+	if f.Acquire(r.Context(), 0) {
 		return true, false
-	default:
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case f.slots <- struct{}{}:
-		return true, true
-	case <-t.C:
-	case <-r.Context().Done():
-	}
-	return false, true
+	return f.Acquire(r.Context(), wait), true
 }
 
-func (f *inflight) release() { <-f.slots }
+func (f *inflight) release() { f.Release() }
 
 // reviewTimeout is the time the apiserver gives this call: it sends the
 // webhook's timeoutSeconds as the timeout query parameter (for example

@@ -203,7 +203,7 @@ func (s *reviewServer[O, P]) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.h.metrics.waited(s.route, ok)
 	}
 	if !ok {
-		s.busy(w, body, &st, fmt.Sprintf("all %d in-flight slots stayed busy", cap(s.h.inflight.slots)))
+		s.busy(w, body, &st, fmt.Sprintf("all %d in-flight slots stayed busy", s.h.inflight.Cap()))
 		outcome = OutcomeBusy
 		return
 	}
@@ -434,7 +434,7 @@ const readChunk = 32 << 10
 // it the number of connections would bound nothing.
 func (h *Handler) bodyBudget() *semaphore.Weighted {
 	h.budgetOnce.Do(func() {
-		h.budget = semaphore.NewWeighted(2 * int64(cap(h.inflight.slots)) * h.maxRequestBytes())
+		h.budget = semaphore.NewWeighted(2 * int64(h.inflight.Cap()) * h.maxRequestBytes())
 	})
 	return h.budget
 }
