@@ -176,7 +176,7 @@ func TestEveryKustomizationRenders(t *testing.T) {
 // admissionPolicies are the ValidatingAdmissionPolicies every overlay
 // installs, each with a binding of the same name.
 var admissionPolicies = []string{"kube-reclaim-reclaimable-annotation", "kube-reclaim-publisher-node-writes",
-	"kube-reclaim-webhook-configuration", "kube-reclaim-node-keys"}
+	"kube-reclaim-webhook-configuration", "kube-reclaim-node-keys", "kube-reclaim-own-objects"}
 
 func TestEveryOverlayInstallsEveryRole(t *testing.T) {
 	want := []string{
@@ -784,6 +784,12 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		// For scrapers; bound by the operator.
 		"ClusterRole//kube-reclaim-metrics-reader": {
 			"groups= resources= verbs=get urls=/metrics",
+		},
+		// Asked by the kube-reclaim-node-keys admission policy; bound by
+		// the operator to the identities that may set pool and oversell
+		// labels.
+		"ClusterRole//kube-reclaim-node-label-admin": {
+			"groups=kube-reclaim.io resources=nodelabels verbs=update",
 		},
 	}
 	withScheduler := map[string][]string{

@@ -105,6 +105,9 @@ func New(o *Options) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPools(file.Config(), o); err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", o.ConfigFile, err)
+	}
 	restCfg, err := o.RESTConfig("kube-reclaim-publisher")
 	if err != nil {
 		return nil, err
@@ -121,7 +124,6 @@ func New(o *Options) (*Publisher, error) {
 	p := newPublisher(o, client, mc, reg)
 	p.file = file
 	p.config.Store(file.Config())
-	logPolicyWarnings(file.Config())
 	file.OnReload = p.configReloaded
 	p.health = serving.NewHealth(reg)
 	if p.endpoints, err = o.Endpoints(client); err != nil {
