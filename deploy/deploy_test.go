@@ -1677,3 +1677,35 @@ func peerString(p networkingv1.NetworkPolicyPeer) string {
 	}
 	return "?"
 }
+
+// TestOwnObjectsPolicyNamesWhatTheRolesCreate: the Lease and Secret names
+// the admission policy kube-reclaim-own-objects lets each account create are
+// those the roles' flags and kube-scheduler's configuration (checked
+// against kube-reclaim-scheduler above) name, or the roles could not create
+// them.
+func TestOwnObjectsPolicyNamesWhatTheRolesCreate(t *testing.T) {
+	for _, b := range renderAll(t) {
+		var p admissionregistrationv1.ValidatingAdmissionPolicy
+		b.get(t, "ValidatingAdmissionPolicy", "", "kube-reclaim-own-objects", &p)
+		var own string
+		for _, v := range p.Spec.Variables {
+			if v.Name == "own" {
+				own = v.Expression
+			}
+		}
+		roles := b.roles(t)
+		pub, wh := roles["publisher"].publisher, roles["webhook"].webhook
+		want := []string{
+			"'system:serviceaccount:" + namespace + ":kube-reclaim-publisher' ? 'leases " + pub.LeaderElection.ResourceNamespace + "/" + pub.LeaderElection.ResourceName + "'",
+			"'system:serviceaccount:" + namespace + ":kube-reclaim-scheduler' ? 'leases " + namespace + "/kube-reclaim-scheduler'",
+		}
+		if wh.CASecretName != "" {
+			want = append(want, ": 'secrets "+wh.CASecretNamespace+"/"+wh.CASecretName+"'")
+		}
+		for _, w := range want {
+			if !strings.Contains(own, w) {
+				t.Errorf("%s: kube-reclaim-own-objects does not allow %s\n(its own: %s)", b.overlay, w, own)
+			}
+		}
+	}
+}
