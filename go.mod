@@ -20,6 +20,7 @@ require (
 	k8s.io/client-go v0.34.4
 	k8s.io/klog/v2 v2.130.1
 	k8s.io/kube-scheduler v0.34.4
+	k8s.io/kubelet v0.34.4
 	k8s.io/metrics v0.34.4
 	k8s.io/utils v0.0.0-20250604170112-4c0f3b243397
 	sigs.k8s.io/json v0.0.0-20241014173422-cfa47c3a1cc8

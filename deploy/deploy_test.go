@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"iter"
+	goMaps "maps"
 	"net"
 	"net/url"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,6 +21,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +33,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/extender"
+	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/publisher"
@@ -176,7 +181,7 @@ func TestEveryKustomizationRenders(t *testing.T) {
 // admissionPolicies are the ValidatingAdmissionPolicies every overlay
 // installs, each with a binding of the same name.
 var admissionPolicies = []string{"kube-reclaim-reclaimable-annotation", "kube-reclaim-publisher-node-writes",
-	"kube-reclaim-webhook-configuration", "kube-reclaim-node-keys"}
+	"kube-reclaim-webhook-configuration", "kube-reclaim-node-keys", "kube-reclaim-own-objects"}
 
 func TestEveryOverlayInstallsEveryRole(t *testing.T) {
 	want := []string{
@@ -786,6 +791,12 @@ func TestRBACIsLeastPrivilege(t *testing.T) {
 		// For scrapers; bound by the operator.
 		"ClusterRole//kube-reclaim-metrics-reader": {
 			"groups= resources= verbs=get urls=/metrics",
+		},
+		// Asked by the kube-reclaim-node-keys admission policy; bound by
+		// the operator to the identities that may set pool and oversell
+		// labels.
+		"ClusterRole//kube-reclaim-node-label-admin": {
+			"groups=kube-reclaim.io resources=nodelabels verbs=update",
 		},
 	}
 	withScheduler := map[string][]string{
@@ -1438,5 +1449,239 @@ func TestMonitoringComponent(t *testing.T) {
 	// Positive control: the overlays alone scrape nothing.
 	if n := len(render(t, "default").kind("PodMonitor")); n != 0 {
 		t.Errorf("default: %d PodMonitors without components/monitoring", n)
+	}
+}
+
+// TestEveryGoContainerHasASoftMemoryLimitBelowItsMemoryLimit: every
+// container of every overlay (kube-scheduler too: a Go binary) gets the Go
+// runtime's soft memory limit from its own memory limit through the
+// downward API, as the kubelet resolves it (resourceFieldRef rounded up to
+// the divisor, then $(VAR) expanded): GOMEMLIMIT in bytes, or
+// KUBE_RECLAIM_MEMORY_LIMIT, of which kube-reclaim sets
+// cli.MemoryLimitFraction. The result is below the limit with room for what
+// the Go runtime does not count.
+func TestEveryGoContainerHasASoftMemoryLimitBelowItsMemoryLimit(t *testing.T) {
+	for _, b := range renderAll(t) {
+		for _, w := range b.workloads(t) {
+			for _, c := range w.spec.Containers {
+				limit := c.Resources.Limits.Memory()
+				if limit.IsZero() {
+					t.Errorf("%s: %s container %s has no memory limit", b.overlay, w, c.Name)
+					continue
+				}
+				resolved := map[string]string{}
+				for _, e := range c.Env {
+					v := e.Value
+					if f := e.ValueFrom; f != nil && f.ResourceFieldRef != nil {
+						r := f.ResourceFieldRef
+						if r.Resource != "limits.memory" || (r.ContainerName != "" && r.ContainerName != c.Name) {
+							t.Errorf("%s: %s container %s: %s from %+v, want its own limits.memory", b.overlay, w, c.Name, e.Name, r)
+							continue
+						}
+						divisor := r.Divisor.Value()
+						if divisor == 0 {
+							divisor = 1
+						}
+						v = strconv.FormatInt((limit.Value()+divisor-1)/divisor, 10)
+					}
+					for name, val := range resolved {
+						v = strings.ReplaceAll(v, "$("+name+")", val)
+					}
+					resolved[e.Name] = v
+				}
+				var soft float64
+				switch gomemlimit, ours := resolved["GOMEMLIMIT"], resolved[cli.MemoryLimitEnv]; {
+				case gomemlimit != "":
+					// Bytes, as Go reads a number without a unit.
+					n, err := strconv.ParseInt(gomemlimit, 10, 64)
+					if err != nil {
+						t.Errorf("%s: %s container %s: GOMEMLIMIT %q is not a count of bytes: %v", b.overlay, w, c.Name, gomemlimit, err)
+						continue
+					}
+					soft = float64(n)
+				case ours != "" && strings.HasPrefix(c.Image, image):
+					n, err := strconv.ParseInt(ours, 10, 64)
+					if err != nil {
+						t.Errorf("%s: %s container %s: %s %q: %v", b.overlay, w, c.Name, cli.MemoryLimitEnv, ours, err)
+						continue
+					}
+					soft = float64(n) * cli.MemoryLimitFraction
+				default:
+					t.Errorf("%s: %s container %s (%s) has no soft memory limit: env %v", b.overlay, w, c.Name, c.Image, resolved)
+					continue
+				}
+				if ratio := soft / float64(limit.Value()); ratio < 0.75 || ratio > 0.96 {
+					t.Errorf("%s: %s container %s: soft memory limit %.0f is %.3f of the memory limit %s, want 0.75 to 0.96", b.overlay, w, c.Name, soft, ratio, limit)
+				}
+			}
+		}
+	}
+}
+
+// TestNodeIsolationComponent: with components/node-isolation the publisher,
+// the webhook and kube-reclaim-scheduler run on control-plane nodes only:
+// they select the control-plane label and tolerate its taint, which no other
+// taint of a node lets them past.
+func TestNodeIsolationComponent(t *testing.T) {
+	controlPlane := corev1.Taint{Key: "node-role.kubernetes.io/control-plane", Effect: corev1.TaintEffectNoSchedule}
+	others := []corev1.Taint{{Key: "node.kubernetes.io/unschedulable", Effect: corev1.TaintEffectNoSchedule},
+		{Key: "example.com/dedicated", Value: "batch", Effect: corev1.TaintEffectNoSchedule}}
+	tolerates := func(spec corev1.PodSpec, taint corev1.Taint) bool {
+		return slices.ContainsFunc(spec.Tolerations, func(tol corev1.Toleration) bool { return tol.ToleratesTaint(&taint) })
+	}
+	for _, overlay := range Overlays {
+		b := renderWithComponent(t, overlay, "node-isolation")
+		pinned := 0
+		for _, w := range b.workloads(t) {
+			if !slices.Equal(slices.Sorted(mapKeys(w.spec.NodeSelector)), []string{"node-role.kubernetes.io/control-plane"}) ||
+				!tolerates(w.spec, controlPlane) {
+				t.Errorf("%s: %s: nodeSelector %v, tolerations %+v, want the control-plane nodes", b.overlay, w, w.spec.NodeSelector, w.spec.Tolerations)
+			}
+			for _, taint := range others {
+				if tolerates(w.spec, taint) {
+					t.Errorf("%s: %s tolerates %s", b.overlay, w, taint.ToString())
+				}
+			}
+			pinned++
+		}
+		// The publisher, the webhook, and kube-reclaim-scheduler or
+		// own-scheduler's extender DaemonSet.
+		if want := 3; pinned != want {
+			t.Errorf("%s: %d workloads pinned, want %d", b.overlay, pinned, want)
+		}
+	}
+	// Positive control: without the component the Deployments may run on
+	// any node.
+	for _, w := range render(t, "default").workloads(t) {
+		if len(w.spec.NodeSelector) != 0 || tolerates(w.spec, controlPlane) {
+			t.Errorf("default: %s is pinned without components/node-isolation", w)
+		}
+	}
+}
+
+func mapKeys(m map[string]string) iter.Seq[string] { return goMaps.Keys(m) }
+
+// TestNetworkPolicyComponent evaluates the rendered NetworkPolicies for every
+// container port of every kube-reclaim pod: metrics only from the monitoring
+// namespace, the webhook's admission port from anywhere (the API server),
+// and nothing else from any pod (the probes come from the node, which
+// NetworkPolicy always lets through).
+func TestNetworkPolicyComponent(t *testing.T) {
+	for _, overlay := range Overlays {
+		b := renderWithComponent(t, overlay, "network-policy")
+		var policies []networkingv1.NetworkPolicy
+		for _, o := range b.kind("NetworkPolicy") {
+			var np networkingv1.NetworkPolicy
+			decode(t, o, &np)
+			policies = append(policies, np)
+		}
+		for _, w := range b.workloads(t) {
+			if w.spec.HostNetwork {
+				// NetworkPolicy does not apply; own-scheduler's extender
+				// keeps its verbs and probes on 127.0.0.1.
+				continue
+			}
+			isolated := false
+			for _, c := range w.spec.Containers {
+				for _, port := range c.Ports {
+					var from []string
+					for _, np := range policies {
+						sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+						if err != nil {
+							t.Fatal(err)
+						}
+						if np.Namespace != w.namespace || !sel.Matches(labels.Set(w.labels)) || !slices.Contains(np.Spec.PolicyTypes, networkingv1.PolicyTypeIngress) {
+							continue
+						}
+						isolated = true
+						for _, rule := range np.Spec.Ingress {
+							if !slices.ContainsFunc(rule.Ports, func(p networkingv1.NetworkPolicyPort) bool { return portMatches(p, port) }) && len(rule.Ports) != 0 {
+								continue
+							}
+							if len(rule.From) == 0 {
+								from = append(from, "anywhere")
+							}
+							for _, peer := range rule.From {
+								from = append(from, peerString(peer))
+							}
+						}
+					}
+					want := []string(nil)
+					switch {
+					case port.Name == "metrics":
+						want = []string{"namespace kubernetes.io/metadata.name=monitoring"}
+					case w.labels["app.kubernetes.io/component"] == "webhook" && port.Name == "https":
+						want = []string{"anywhere"}
+					}
+					if !slices.Equal(from, want) {
+						t.Errorf("%s: %s container %s port %s (%d) reachable from %q, want %q", b.overlay, w, c.Name, port.Name, port.ContainerPort, from, want)
+					}
+				}
+			}
+			if !isolated {
+				t.Errorf("%s: no NetworkPolicy selects %s", b.overlay, w)
+			}
+		}
+	}
+	// Positive control: the overlays alone isolate nothing.
+	if n := len(render(t, "default").kind("NetworkPolicy")); n != 0 {
+		t.Errorf("default: %d NetworkPolicies without components/network-policy", n)
+	}
+}
+
+func portMatches(p networkingv1.NetworkPolicyPort, c corev1.ContainerPort) bool {
+	if p.Protocol != nil && *p.Protocol != c.Protocol && !(*p.Protocol == corev1.ProtocolTCP && c.Protocol == "") {
+		return false
+	}
+	if p.Port == nil {
+		return true
+	}
+	if p.Port.Type == intstr.String {
+		return p.Port.StrVal == c.Name
+	}
+	return p.Port.IntVal == c.ContainerPort
+}
+
+func peerString(p networkingv1.NetworkPolicyPeer) string {
+	switch {
+	case p.IPBlock != nil:
+		return "ipBlock " + p.IPBlock.CIDR
+	case p.PodSelector != nil:
+		return "pods " + metav1.FormatLabelSelector(p.PodSelector) + " in namespaces " + metav1.FormatLabelSelector(p.NamespaceSelector)
+	case p.NamespaceSelector != nil:
+		return "namespace " + metav1.FormatLabelSelector(p.NamespaceSelector)
+	}
+	return "?"
+}
+
+// TestOwnObjectsPolicyNamesWhatTheRolesCreate: the Lease and Secret names
+// the admission policy kube-reclaim-own-objects lets each account create are
+// those the roles' flags and kube-scheduler's configuration (checked
+// against kube-reclaim-scheduler above) name, or the roles could not create
+// them.
+func TestOwnObjectsPolicyNamesWhatTheRolesCreate(t *testing.T) {
+	for _, b := range renderAll(t) {
+		var p admissionregistrationv1.ValidatingAdmissionPolicy
+		b.get(t, "ValidatingAdmissionPolicy", "", "kube-reclaim-own-objects", &p)
+		var own string
+		for _, v := range p.Spec.Variables {
+			if v.Name == "own" {
+				own = v.Expression
+			}
+		}
+		roles := b.roles(t)
+		pub, wh := roles["publisher"].publisher, roles["webhook"].webhook
+		want := []string{
+			"'system:serviceaccount:" + namespace + ":kube-reclaim-publisher' ? 'leases " + pub.LeaderElection.ResourceNamespace + "/" + pub.LeaderElection.ResourceName + "'",
+			"'system:serviceaccount:" + namespace + ":kube-reclaim-scheduler' ? 'leases " + namespace + "/kube-reclaim-scheduler'",
+		}
+		if wh.CASecretName != "" {
+			want = append(want, ": 'secrets "+wh.CASecretNamespace+"/"+wh.CASecretName+"'")
+		}
+		for _, w := range want {
+			if !strings.Contains(own, w) {
+				t.Errorf("%s: kube-reclaim-own-objects does not allow %s\n(its own: %s)", b.overlay, w, own)
+			}
+		}
 	}
 }

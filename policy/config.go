@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	kubeletapis "k8s.io/kubelet/pkg/apis"
 )
 
 // Defaults of the settings (see Default).
@@ -209,29 +211,50 @@ func (p *Pool) Matches(labels map[string]string) bool {
 	return true
 }
 
-// Label prefixes a kubelet cannot set on its own Node: NodeRestriction
-// refuses node-restriction.kubernetes.io/ labels from a node's credentials,
-// and deploy/ refuses kube-reclaim.io/ labels from them with a
-// ValidatingAdmissionPolicy.
-var trustedSelectorPrefixes = []string{"node-restriction.kubernetes.io/", "kube-reclaim.io/"}
+// NodeSettableLabel reports whether the kubelet of a node can set the label
+// key on its own Node, with the NodeRestriction admission plugin on: every
+// key but those of the node-restriction.kubernetes.io namespace (or a
+// subdomain of it) and those of the kubernetes.io and k8s.io namespaces
+// that are not kubelet labels (kubernetes.io/hostname, the topology and
+// instance-type labels, [*.]node.kubernetes.io/ and
+// [*.]kubelet.kubernetes.io/: k8s.io/kubelet's IsKubeletLabel). Keys of
+// domain/ are not either: deploy/'s admission policy kube-reclaim-node-keys
+// leaves them, like node-restriction.kubernetes.io/<domain>-*, to the
+// administrators it lists.
+func NodeSettableLabel(key, domain string) bool {
+	if strings.HasPrefix(key, domain+"/") {
+		return false
+	}
+	ns, _, found := strings.Cut(key, "/")
+	if !found {
+		return true
+	}
+	in := func(parent string) bool { return ns == parent || strings.HasSuffix(ns, "."+parent) }
+	if in("node-restriction.kubernetes.io") {
+		return false
+	}
+	if in("kubernetes.io") || in("k8s.io") {
+		return kubeletapis.IsKubeletLabel(key)
+	}
+	return true
+}
 
-// Warnings returns what is legal in c but unsafe, one sentence each: every
-// pool nodeSelector key outside trustedSelectorPrefixes. A kubelet may set
-// any other label of its own Node, so a node could choose the pool, and with
-// it the margins and caps, that decide its own room. Not an error: files
-// written before this check must keep loading.
-func (c *Config) Warnings() []string {
+// NodeSettablePoolKeys returns one sentence per pool nodeSelector key a
+// node's own kubelet can set (NodeSettableLabel): such a node could put
+// itself in the pool and choose the margins and caps that decide its own
+// room. The publisher refuses such a file unless told to accept it.
+func (c *Config) NodeSettablePoolKeys(domain string) []string {
 	var out []string
 	for i := range c.Pools {
 		p := &c.Pools[i]
 		for _, k := range slices.Sorted(maps.Keys(p.NodeSelector)) {
-			if slices.ContainsFunc(trustedSelectorPrefixes, func(prefix string) bool { return strings.HasPrefix(k, prefix) }) {
+			if !NodeSettableLabel(k, domain) {
 				continue
 			}
 			out = append(out, fmt.Sprintf("pools[%d] (%q): nodeSelector key %q is a label the node's own kubelet can set, "+
 				"so a node can put itself in this pool and choose the settings of its own room; "+
-				"select nodes by labels under %s instead, which only administrators can set",
-				i, p.Name, k, strings.Join(trustedSelectorPrefixes, " or ")))
+				"select nodes by labels under %s/ or node-restriction.kubernetes.io/, which only administrators can set",
+				i, p.Name, k, domain))
 		}
 	}
 	return out

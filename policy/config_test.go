@@ -24,21 +24,30 @@ func TestDefaultSettingsMatchTheDocumentedDefaults(t *testing.T) {
 	}
 }
 
-func TestWarningsNameEveryPoolKeyANodeCanSetItself(t *testing.T) {
+func TestNodeSettablePoolKeysNameEveryPoolKeyANodeCanSetItself(t *testing.T) {
 	pool := func(name string, selector map[string]string) Pool {
 		return Pool{Name: name, NodeSelector: selector, Settings: DefaultSettings()}
 	}
 	tests := []struct {
 		name  string
 		pools []Pool
-		want  []string // each warning's pool and key, in order
+		want  []string // each sentence's pool and key, in order
 	}{
 		{"node-restriction prefix", []Pool{pool("a", map[string]string{"node-restriction.kubernetes.io/pool": "a"})}, nil},
-		{"kube-reclaim.io prefix", []Pool{pool("a", map[string]string{"kube-reclaim.io/pool": "a"})}, nil},
+		{"a subdomain of node-restriction", []Pool{pool("a", map[string]string{"team.node-restriction.kubernetes.io/pool": "a"})}, nil},
+		{"the domain's prefix", []Pool{pool("a", map[string]string{"kube-reclaim.io/pool": "a"})}, nil},
+		{"a kubernetes.io label kubelets may not set", []Pool{pool("a", map[string]string{"node-role.kubernetes.io/batch": ""})}, nil},
+		{"a k8s.io label kubelets may not set", []Pool{pool("a", map[string]string{"example.k8s.io/pool": "a"})}, nil},
 		{"no pools", nil, nil},
 		{"an ordinary label", []Pool{pool("a", map[string]string{"pool": "a"})}, []string{`pools[0] ("a"): nodeSelector key "pool"`}},
+		{"a prefixed label of another domain", []Pool{pool("a", map[string]string{"example.com/pool": "a"})},
+			[]string{`pools[0] ("a"): nodeSelector key "example.com/pool"`}},
 		{"a well-known label kubelets set", []Pool{pool("big", map[string]string{"node.kubernetes.io/instance-type": "m6i"})},
 			[]string{`pools[0] ("big"): nodeSelector key "node.kubernetes.io/instance-type"`}},
+		{"the hostname", []Pool{pool("one", map[string]string{"kubernetes.io/hostname": "n1"})},
+			[]string{`pools[0] ("one"): nodeSelector key "kubernetes.io/hostname"`}},
+		{"a kubelet.kubernetes.io subdomain", []Pool{pool("a", map[string]string{"x.kubelet.kubernetes.io/pool": "a"})},
+			[]string{`pools[0] ("a"): nodeSelector key "x.kubelet.kubernetes.io/pool"`}},
 		{"a look-alike prefix", []Pool{pool("a", map[string]string{"x.kube-reclaim.io/pool": "a"})},
 			[]string{`pools[0] ("a"): nodeSelector key "x.kube-reclaim.io/pool"`}},
 		{"every unsafe key of every pool, safe ones left out",
@@ -48,17 +57,27 @@ func TestWarningsNameEveryPoolKeyANodeCanSetItself(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := &Config{Default: DefaultSettings(), Pools: tt.pools}
-			got := cfg.Warnings()
+			got := cfg.NodeSettablePoolKeys("kube-reclaim.io")
 			if len(got) != len(tt.want) {
-				t.Fatalf("warnings %q, want %d", got, len(tt.want))
+				t.Fatalf("sentences %q, want %d", got, len(tt.want))
 			}
 			for i, w := range tt.want {
 				if !strings.HasPrefix(got[i], w+" is a label the node's own kubelet can set") ||
-					!strings.Contains(got[i], "node-restriction.kubernetes.io/ or kube-reclaim.io/") {
-					t.Errorf("warning %d = %q, want it to start with %q and name the safe prefixes", i, got[i], w)
+					!strings.Contains(got[i], "kube-reclaim.io/ or node-restriction.kubernetes.io/") {
+					t.Errorf("sentence %d = %q, want it to start with %q and name the safe prefixes", i, got[i], w)
 				}
 			}
 		})
+	}
+}
+
+func TestNodeSettableLabelFollowsTheResourceDomain(t *testing.T) {
+	if NodeSettableLabel("example.org/pool", "example.org") {
+		t.Error("example.org/pool is settable by a node with --resource-domain=example.org")
+	}
+	// Positive control: the default domain's keys are then a node's.
+	if !NodeSettableLabel("kube-reclaim.io/pool", "example.org") {
+		t.Error("kube-reclaim.io/pool is guarded with --resource-domain=example.org")
 	}
 }
 

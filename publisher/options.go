@@ -24,6 +24,9 @@ type Options struct {
 	ConfigFile           string
 	ConfigReloadInterval time.Duration
 	ConfigMap            string // namespace/name, for Events about the policy file
+	// AllowNodeSettablePools accepts a policy file whose pools select
+	// nodes by labels their own kubelets can set (policy.NodeSettableLabel).
+	AllowNodeSettablePools bool
 
 	Period            time.Duration
 	RefreshInterval   time.Duration
@@ -74,6 +77,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.ConfigFile, "config", o.ConfigFile, "Policy file (YAML: default policy and per-pool overrides). Built-in defaults when empty. Reloaded when it changes; a broken new file is rejected and the last good one stays in force.")
 	fs.DurationVar(&o.ConfigReloadInterval, "config-reload-interval", o.ConfigReloadInterval, "How often the policy file is checked for changes.")
 	fs.StringVar(&o.ConfigMap, "config-map", o.ConfigMap, "namespace/name of the ConfigMap holding the policy file; Events about rejected files are recorded on it.")
+	fs.BoolVar(&o.AllowNodeSettablePools, "allow-node-settable-pool-labels", o.AllowNodeSettablePools, "Accept a policy file whose pools select nodes by a label the node's own kubelet can set (any label outside <domain>/, node-restriction.kubernetes.io/ and the kubernetes.io and k8s.io labels kubelets may not set), which lets a node choose its own pool and with it the margins and caps of its own room. Off: such a file is an error at start and is rejected on reload (the last good one stays in force).")
 	fs.DurationVar(&o.Period, "period", o.Period, "How often usage is read from metrics.k8s.io and every node is evaluated.")
 	fs.DurationVar(&o.RefreshInterval, "refresh-interval", o.RefreshInterval, "Rewrite a node's annotation at least this often even when nothing changed, so readers can tell a live publisher from a dead one. When more refreshes come due at once than a cycle writes (twice the steady rate), some wait, up to half an interval: keep one and a half times this below the readers' --stale-after.")
 	fs.DurationVar(&o.MetricsStaleAfter, "metrics-stale-after", o.MetricsStaleAfter, "Publish zero for a node whose newest usage sample is older than this.")

@@ -108,6 +108,9 @@ func New(o *Options) (*Publisher, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := checkPools(file.Config(), o); err != nil {
+		return nil, fmt.Errorf("policy file %s: %w", o.ConfigFile, err)
+	}
 	restCfg, err := o.RESTConfig("kube-reclaim-publisher")
 	if err != nil {
 		return nil, err
@@ -124,7 +127,6 @@ func New(o *Options) (*Publisher, error) {
 	p := newPublisher(o, client, mc, reg)
 	p.file = file
 	p.config.Store(file.Config())
-	logPolicyWarnings(file.Config())
 	file.OnReload = p.configReloaded
 	p.health = serving.NewHealth(reg)
 	if p.endpoints, err = o.Endpoints("kube-reclaim-publisher"); err != nil {

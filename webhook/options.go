@@ -46,7 +46,11 @@ type Options struct {
 	TLSReloadInterval time.Duration
 	MaxRequestBytes   int64
 	MaxInFlight       int
-	// Oversell honours the per-node oversell labels; false ignores them.
+	// Oversell honours the per-node oversell labels; false (the default)
+	// ignores them. Off unless asked for: a ratio multiplies a node's native
+	// allocatable, so whoever can set the label sets how much the scheduler
+	// may place there (the kube-reclaim-node-keys admission policy keeps
+	// the labels to the administrators the cluster lists).
 	Oversell bool
 
 	leaderlease.Staleness
@@ -75,7 +79,7 @@ func NewOptions() *Options {
 		Staleness:                leaderlease.DefaultStaleness(),
 		MaxRequestBytes:          DefaultMaxRequestBytes,
 		MaxInFlight:              DefaultMaxInFlight,
-		Oversell:                 true,
+		Oversell:                 false,
 		WebhookConfigurationName: DefaultConfigurationName,
 		ServiceName:              DefaultServiceName,
 		ServiceNamespace:         DefaultServiceNamespace,
@@ -95,7 +99,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	o.Staleness.AddFlags(fs, "the webhook injects 0")
 	fs.Int64Var(&o.MaxRequestBytes, "max-request-bytes", o.MaxRequestBytes, fmt.Sprintf("Largest AdmissionReview body accepted; larger bodies get HTTP 413 (the apiserver then ignores the webhook for that write). At least %d.", MinMaxRequestBytes))
 	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "Reviews decoded at once (nodes and pods together); with --max-request-bytes it bounds the webhook's memory whatever is sent (the bytes of bodies held at once are at most two --max-request-bytes per slot). A review that finds every slot taken waits up to half its call's timeout, then a node review is allowed unchanged (never refused) and a pod review is refused with 429. At least 1.")
-	fs.BoolVar(&o.Oversell, "oversell", o.Oversell, "Honour native oversell: a node labelled "+reclaimable.OversellLabelPrefix+"<domain>-oversell-cpu-ratio or -memory-ratio (a label NodeRestriction keeps kubelets from setting on their own Node) gets its native allocatable multiplied by the ratio. false ignores every ratio and restores the raw allocatable of nodes inflated before, on their next status write.")
+	fs.BoolVar(&o.Oversell, "oversell", o.Oversell, "Honour native oversell: a node labelled "+reclaimable.OversellLabelPrefix+"<domain>-oversell-cpu-ratio or -memory-ratio (a label NodeRestriction keeps kubelets from setting on their own Node, and deploy/'s kube-reclaim-node-keys admission policy keeps to the administrators it lists) gets its native allocatable multiplied by the ratio. Off by default; false ignores every ratio and restores the raw allocatable of nodes inflated before, on their next status write.")
 	fs.BoolVar(&o.SelfSigned, "self-signed", o.SelfSigned, "Issue the serving certificate from a self-signed CA (ECDSA P-256) and keep the caBundle of --webhook-configuration-name patched with it. The CA is shared by every replica through --ca-secret-name, or without it lives in this process's memory (one replica only).")
 	fs.StringVar(&o.WebhookConfigurationName, "webhook-configuration-name", o.WebhookConfigurationName, "MutatingWebhookConfiguration whose caBundle --self-signed patches (every webhook entry).")
 	fs.StringVar(&o.ServiceName, "service-name", o.ServiceName, "Service in front of the webhook; with --self-signed its DNS names go into the certificate. Empty: none.")

@@ -112,7 +112,7 @@ func TestFlags(t *testing.T) {
 		"--stale-after=3m", "--publisher-lease-namespace=ns", "--publisher-lease-name=", "--max-request-bytes=1048576",
 		"--self-signed", "--webhook-configuration-name=wh", "--service-name=svc", "--service-namespace=sns",
 		"--extra-sans=127.0.0.1,localhost", "--ca-bundle-resync-interval=30s", "--resource-domain=example.org", "--health-address=:9091",
-		"--max-in-flight=3", "--oversell=false",
+		"--max-in-flight=3", "--oversell=true",
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestFlags(t *testing.T) {
 		o.StaleAfter != 3*time.Minute || o.PublisherLeaseNamespace != "ns" || o.PublisherLeaseName != "" || o.MaxRequestBytes != 1<<20 ||
 		!o.SelfSigned || o.WebhookConfigurationName != "wh" || o.ServiceName != "svc" || o.ServiceNamespace != "sns" ||
 		len(o.ExtraSANs) != 2 || o.CABundleResyncInterval != 30*time.Second || o.ResourceDomain != "example.org" || o.HealthAddress != ":9091" ||
-		o.MaxInFlight != 3 || o.Oversell {
+		o.MaxInFlight != 3 || !o.Oversell {
 		t.Errorf("parsed options: %+v", o)
 	}
 }
@@ -131,7 +131,7 @@ func TestDefaults(t *testing.T) {
 	if o.ListenAddress != ":8443" || o.HealthAddress != ":8081" || o.StaleAfter != 10*time.Minute ||
 		o.PublisherLeaseNamespace != "kube-reclaim" || o.PublisherLeaseName != "kube-reclaim-publisher" ||
 		o.MaxRequestBytes != 3<<20 || o.WebhookConfigurationName != "kube-reclaim-webhook" || o.SelfSigned ||
-		o.MaxInFlight != DefaultMaxInFlight || !o.Oversell {
+		o.MaxInFlight != DefaultMaxInFlight || o.Oversell {
 		t.Errorf("defaults: %+v", o)
 	}
 }

@@ -61,8 +61,14 @@ func Command(use, short string, role Role) *cobra.Command {
 
 // Execute runs root with a context cancelled by the first SIGINT or SIGTERM;
 // a second signal exits at once, for an operator who does not want to wait.
+// First it sets the Go runtime's soft memory limit from the container's
+// (ApplyMemoryLimit).
 // It returns the process exit code.
 func Execute(root *cobra.Command) int {
+	if _, err := ApplyMemoryLimit(); err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		return 1
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sigs := make(chan os.Signal, 2)

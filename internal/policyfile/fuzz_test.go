@@ -63,7 +63,7 @@ func FuzzParse(f *testing.F) {
 		if w := cfg.MaxWindow(); w <= 0 || w > policy.MaxWindow {
 			t.Fatalf("MaxWindow %s", w)
 		}
-		_ = cfg.Warnings()
+		_ = cfg.NodeSettablePoolKeys("kube-reclaim.io")
 		_ = cfg.Profile(map[string]string{"team": "data"}, map[string]string{"app": "spark"})
 	})
 }

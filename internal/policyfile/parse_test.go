@@ -99,8 +99,8 @@ func TestExampleFileLoads(t *testing.T) {
 	if p := cfg.Profile(map[string]string{"team": "data"}, map[string]string{"app": "flink"}); p == nil || p.Name != "data-batch" || p.PriorityClassName != "batch-low" {
 		t.Errorf("a flink pod of team data should get data-batch, got %+v", p)
 	}
-	if len(cfg.Profiles) != 2 || cfg.Warnings() != nil {
-		t.Errorf("profiles %+v, warnings %q", cfg.Profiles, cfg.Warnings())
+	if len(cfg.Profiles) != 2 || cfg.NodeSettablePoolKeys("kube-reclaim.io") != nil {
+		t.Errorf("profiles %+v, warnings %q", cfg.Profiles, cfg.NodeSettablePoolKeys("kube-reclaim.io"))
 	}
 }
 

@@ -4,13 +4,16 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -66,8 +69,8 @@ func TestAdmissionPolicies(t *testing.T) {
 			policies = append(policies, obj)
 		}
 	}
-	if len(policies) != 8 {
-		t.Fatalf("the default overlay renders %d policies and bindings, want 4 of each", len(policies))
+	if len(policies) != 10 {
+		t.Fatalf("the default overlay renders %d policies and bindings, want 5 of each", len(policies))
 	}
 	waitBindingsInEffect(t, c.Client, objs)
 
@@ -97,6 +100,11 @@ func TestAdmissionPolicies(t *testing.T) {
 	pub := impersonate(t, c, publisherSA)
 	wh := impersonate(t, c, webhookSA)
 	dry := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
+	dryCreate := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}
+	createLease := func(cs kubernetes.Interface, name string, opts metav1.CreateOptions) error {
+		_, err := cs.CoordinationV1().Leases("kube-reclaim").Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Name: name}}, opts)
+		return err
+	}
 	annotate := func(v string) []byte {
 		return []byte(`{"metadata":{"annotations":{"` + reclaimableKey + `":` + jsonString(v) + `}}}`)
 	}
@@ -126,6 +134,7 @@ func TestAdmissionPolicies(t *testing.T) {
 		"kube-reclaim-publisher-node-writes":  func() error { return patchStatus(pub, nodeName, label("example.com/x", "y"), dry) },
 		"kube-reclaim-webhook-configuration":  rulesChanged,
 		"kube-reclaim-node-keys":              func() error { return patchNode(kubelet, nodeName, label("kube-reclaim.io/pool", "mine"), dry) },
+		"kube-reclaim-own-objects":            func() error { return createLease(pub, "kube-reclaim-scheduler", dryCreate) },
 	}
 	var pending []string
 	took, ok := framework.Poll(60*time.Second, 250*time.Millisecond, func() bool {
@@ -140,7 +149,7 @@ func TestAdmissionPolicies(t *testing.T) {
 	if !ok {
 		t.Fatalf("policies not in effect within 60s: %v", pending)
 	}
-	t.Logf("all four policies in effect after %s", took.Round(time.Millisecond))
+	t.Logf("all five policies in effect after %s", took.Round(time.Millisecond))
 
 	// The apiserver type-checks every expression against the schemas; a
 	// misspelt field would show up as a warning here.
@@ -220,6 +229,166 @@ func TestAdmissionPolicies(t *testing.T) {
 		} {
 			mustDenyBy(t, "publisher "+what, patchStatus(pub, nodeName, []byte(patch), metav1.PatchOptions{}), "kube-reclaim-publisher-node-writes")
 		}
+	})
+
+	t.Run("the publisher changes no NodeStatus field but the reclaimed values, whatever fields NodeStatus has", func(t *testing.T) {
+		// Every field of corev1.NodeStatus, found by reflection, must have
+		// a change here: a field a later Kubernetes adds fails the test
+		// until it has one, and then shows whether the policy refuses it.
+		changes := map[string]string{
+			"capacity":        `{"cpu":"64"}`,
+			"allocatable":     `{"memory":"1Ti"}`,
+			"phase":           `"Terminated"`,
+			"conditions":      `[{"type":"Ready","status":"False","reason":"Forged"}]`,
+			"addresses":       `[{"type":"InternalIP","address":"10.0.0.9"}]`,
+			"daemonEndpoints": `{"kubeletEndpoint":{"Port":10999}}`,
+			"nodeInfo":        `{"kernelVersion":"forged"}`,
+			"images":          `[{"names":["forged.example/image:1"],"sizeBytes":1}]`,
+			"volumesInUse":    `["kubernetes.io/csi/forged^vol"]`,
+			"volumesAttached": `[{"name":"kubernetes.io/csi/forged^vol","devicePath":"/dev/forged"}]`,
+			"config":          `{"error":"forged"}`,
+			"runtimeHandlers": `[{"name":"forged","features":{"recursiveReadOnlyMounts":true}}]`,
+			"features":        `{"supplementalGroupsPolicy":true}`,
+		}
+		current := func() map[string]json.RawMessage {
+			n, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return statusFields(t, n)
+		}
+		checked := 0
+		st := reflect.TypeFor[corev1.NodeStatus]()
+		for i := range st.NumField() {
+			field, _, _ := strings.Cut(st.Field(i).Tag.Get("json"), ",")
+			change, ok := changes[field]
+			if !ok {
+				t.Errorf("corev1.NodeStatus has a field %q (%s) this test cannot change: add a change for it, and see that kube-reclaim-publisher-node-writes refuses it", field, st.Field(i).Name)
+				continue
+			}
+			patch := []byte(`{"status":{"` + field + `":` + change + `}}`)
+			// Positive control: the same patch as admin (dry run) changes
+			// the field; one the API server drops on update (status.config
+			// of a node that never had one) changes nothing for anyone.
+			before := current()
+			got, err := admin.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, patch, dry, "status")
+			if err != nil {
+				t.Errorf("admin dry-run patch of status.%s: %v", field, err)
+				continue
+			}
+			if string(statusFields(t, got)[field]) == string(before[field]) {
+				t.Logf("status.%s: the API server drops this change for every writer (%s)", field, change)
+				continue
+			}
+			mustDenyBy(t, "publisher status."+field, patchStatus(pub, nodeName, patch, metav1.PatchOptions{}), "kube-reclaim-publisher-node-writes")
+			checked++
+		}
+		if checked < len(changes)-2 {
+			t.Errorf("only %d of %d NodeStatus fields could be changed at all", checked, len(changes))
+		}
+		// Positive control: the reclaimed values in the same two maps.
+		mustAllow(t, "publisher reclaimed values", patchStatus(pub, nodeName, []byte(`{"status":{"capacity":{"kube-reclaim.io/reclaimed-memory":"2097152"},`+
+			`"allocatable":{"kube-reclaim.io/reclaimed-memory":"2097152"}}}`), metav1.PatchOptions{}))
+	})
+
+	t.Run("pool and oversell keys: a DaemonSet holding nodes and nodes/status patch may not change them, an identity the admin listed may", func(t *testing.T) {
+		// What node problem detectors and CNI agents commonly hold,
+		// cluster-wide, and an administrator bound to the shipped
+		// ClusterRole kube-reclaim-node-label-admin beside the same rights.
+		const daemon, labelAdmin = "system:serviceaccount:kube-system:node-agent", "node-label-admin"
+		rbac := admin.RbacV1()
+		if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "test-node-patcher"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes", "nodes/status"}, Verbs: []string{"get", "create", "patch", "update"}}}},
+			metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		for name, b := range map[string]rbacv1.ClusterRoleBinding{
+			"test-node-patcher-daemon": {RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "test-node-patcher"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "node-agent"}}},
+			"test-node-patcher-admin": {RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "test-node-patcher"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: labelAdmin}}},
+			"test-node-label-admin": {RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "kube-reclaim-node-label-admin"},
+				Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: labelAdmin}}},
+		} {
+			b.Name = name
+			if _, err := rbac.ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		agent := impersonate(t, c, daemon)
+		listed := impersonateUser(t, c, labelAdmin, "system:authenticated")
+		const oversell = "node-restriction.kubernetes.io/kube-reclaim.io-oversell-memory-ratio"
+		// RBAC takes a moment to reach the authorizer: wait for the
+		// positive controls (both may patch an ordinary label).
+		if _, ok := framework.Poll(30*time.Second, 250*time.Millisecond, func() bool {
+			return patchStatus(agent, nodeName, label("example.com/agent", "x"), dry) == nil &&
+				patchNode(listed, nodeName, label("example.com/admin", "x"), dry) == nil
+		}); !ok {
+			t.Fatal("RBAC of the two test identities not in effect within 30s")
+		}
+		hb := []byte(`{"status":{"conditions":[{"type":"NetworkUnavailable","status":"False","reason":"AgentReady"}]}}`)
+		mustAllow(t, "agent status condition", patchStatus(agent, nodeName, hb, metav1.PatchOptions{}))
+		mustAllow(t, "agent ordinary label through nodes/status", patchStatus(agent, nodeName, label("example.com/agent", "x"), metav1.PatchOptions{}))
+		mustAllow(t, "agent ordinary label through nodes", patchNode(agent, nodeName, label("example.com/agent", "y"), metav1.PatchOptions{}))
+
+		for what, patch := range map[string][]byte{
+			"oversell ratio set":  label(oversell, "10"),
+			"pool key changed":    label("kube-reclaim.io/pool", "mine"),
+			"pool key removed":    []byte(`{"metadata":{"labels":{"kube-reclaim.io/pool":null}}}`),
+			"another domain key":  label("kube-reclaim.io/anything", "x"),
+			"cpu oversell ratio":  label("node-restriction.kubernetes.io/kube-reclaim.io-oversell-cpu-ratio", "10"),
+			"both in one request": []byte(`{"metadata":{"labels":{"example.com/agent":"z","` + oversell + `":"10"}}}`),
+		} {
+			mustDenyBy(t, "agent "+what+" through nodes/status", patchStatus(agent, nodeName, patch, metav1.PatchOptions{}), "kube-reclaim-node-keys")
+			mustDenyBy(t, "agent "+what+" through nodes", patchNode(agent, nodeName, patch, metav1.PatchOptions{}), "kube-reclaim-node-keys")
+		}
+		// Create too: a node registered with the keys.
+		withKeys := func(name string) *corev1.Node {
+			return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{oversell: "10", "kube-reclaim.io/pool": "batch"}}}
+		}
+		_, err := agent.CoreV1().Nodes().Create(ctx, withKeys("agent-made"), dryCreate)
+		mustDenyBy(t, "agent node created with the keys", err, "kube-reclaim-node-keys")
+		_, err = agent.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "agent-made-plain"}}, dryCreate)
+		mustAllow(t, "agent node created without them", err)
+
+		node, err := admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, set := node.Labels[oversell]; set || node.Labels["kube-reclaim.io/pool"] != "latency" {
+			t.Errorf("labels after the refused writes: %v", node.Labels)
+		}
+
+		// The identity the admin listed, through either path and on create.
+		mustAllow(t, "listed admin oversell ratio through nodes", patchNode(listed, nodeName, label(oversell, "1.5"), metav1.PatchOptions{}))
+		mustAllow(t, "listed admin pool key through nodes/status", patchStatus(listed, nodeName, label("kube-reclaim.io/pool", "batch"), metav1.PatchOptions{}))
+		_, err = listed.CoreV1().Nodes().Create(ctx, withKeys("admin-made"), dryCreate)
+		mustAllow(t, "listed admin node created with the keys", err)
+		if node, err = admin.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if node.Labels[oversell] != "1.5" || node.Labels["kube-reclaim.io/pool"] != "batch" {
+			t.Errorf("listed admin's labels not stored: %v", node.Labels)
+		}
+		mustAllow(t, "listed admin removes the ratio", patchNode(listed, nodeName, []byte(`{"metadata":{"labels":{"`+oversell+`":null}}}`), metav1.PatchOptions{}))
+	})
+
+	t.Run("each account creates only its own Lease or Secret", func(t *testing.T) {
+		sched := impersonate(t, c, schedulerSA)
+		createSecret := func(cs kubernetes.Interface, name string) error {
+			_, err := cs.CoreV1().Secrets("kube-reclaim").Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name}}, dryCreate)
+			return err
+		}
+		// Refused by the policy, not by RBAC (which grants create on any
+		// name in the namespace).
+		mustDenyBy(t, "publisher creates the scheduler's Lease", createLease(pub, "kube-reclaim-scheduler", dryCreate), "kube-reclaim-own-objects")
+		mustDenyBy(t, "publisher creates another Lease", createLease(pub, "anything", dryCreate), "kube-reclaim-own-objects")
+		mustDenyBy(t, "scheduler creates the publisher's Lease", createLease(sched, "kube-reclaim-publisher", dryCreate), "kube-reclaim-own-objects")
+		mustDenyBy(t, "webhook creates another Secret", createSecret(wh, "kube-reclaim-metrics-scraper-token"), "kube-reclaim-own-objects")
+		// Positive controls: each its own.
+		mustAllow(t, "publisher creates its Lease", createLease(pub, "kube-reclaim-publisher", dryCreate))
+		mustAllow(t, "scheduler creates its Lease", createLease(sched, "kube-reclaim-scheduler", dryCreate))
+		mustAllow(t, "webhook creates its CA Secret", createSecret(wh, "kube-reclaim-webhook-ca"))
 	})
 
 	t.Run("the webhook changes only the caBundle of its configuration", func(t *testing.T) {
@@ -341,6 +510,28 @@ func impersonate(t *testing.T, c *cluster.Cluster, user string) kubernetes.Inter
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: user,
 		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}}
 	return clientFor(t, cfg)
+}
+
+// impersonateUser is a client acting as a user that is no ServiceAccount.
+func impersonateUser(t *testing.T, c *cluster.Cluster, user string, groups ...string) kubernetes.Interface {
+	t.Helper()
+	cfg := c.RESTConfig()
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
+	return clientFor(t, cfg)
+}
+
+// statusFields is a Node's status as JSON, field by field.
+func statusFields(t *testing.T, n *corev1.Node) map[string]json.RawMessage {
+	t.Helper()
+	b, err := json.Marshal(n.Status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out map[string]json.RawMessage
+	if err := json.Unmarshal(b, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // deniedBy reports whether err is the refusal of the named policy (and not

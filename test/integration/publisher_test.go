@@ -36,7 +36,7 @@ const pubPolicy = `default:
   memory: {margin: 0.35, maxRatio: 1, minimum: 134217728}
 pools:
 - name: tight
-  nodeSelector: {pool: tight}
+  nodeSelector: {kube-reclaim.io/pool: tight}
   cpu: {margin: 0.5}
 `
 
@@ -243,7 +243,7 @@ func TestPublisher(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		node.Labels["pool"] = "tight"
+		node.Labels["kube-reclaim.io/pool"] = "tight"
 		if _, err := c.Client.CoreV1().Nodes().Update(ctx, node, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}

@@ -156,7 +156,7 @@ func TestRealNode(t *testing.T) {
 
 	t.Run("with only kubelet writing, the webhook keeps the reclaimed values through its writes, a restart and a fresh registration", func(t *testing.T) {
 		// Publisher liveness is not required: no publisher runs here.
-		wh := registerWebhook(t, c, "--stale-after=1h", "--publisher-lease-name=")
+		wh := registerWebhook(t, c, "--stale-after=1h", "--publisher-lease-name=", "--oversell=true")
 		cfg := wh.Config
 		// Below the machine's native CPU (2 cores on the smallest machine the
 		// suite runs on): the webhook clamps anything above native allocatable.

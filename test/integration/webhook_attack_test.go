@@ -55,7 +55,7 @@ func TestWebhookAttack(t *testing.T) {
 	ctx := context.Background()
 	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: 4 * time.Second, NoMetricsServer: true, NoScheduler: true})
 	nodes := framework.AddReadyNodes(t, c, 1, cluster.NodeSpec{NamePrefix: "atk", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, time.Minute)
-	wh := registerWebhook(t, c, "--stale-after=1m", "--publisher-lease-name=")
+	wh := registerWebhook(t, c, "--stale-after=1m", "--publisher-lease-name=", "--oversell=true")
 	port := wh.Port
 	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
 	wh.waitNodeReview(t, 2*heartbeat)

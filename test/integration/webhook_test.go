@@ -103,7 +103,7 @@ func TestWebhook(t *testing.T) {
 	ctx := context.Background()
 	c := cluster.StartForTest(t, cluster.Options{HeartbeatInterval: 4 * time.Second, NoMetricsServer: true})
 	nodes := framework.AddReadyNodes(t, c, 3, cluster.NodeSpec{NamePrefix: "wh", CPU: resource.MustParse("16"), Memory: resource.MustParse("64Gi")}, time.Minute)
-	wh := registerWebhook(t, c, "--stale-after=1m", "--publisher-lease-name=")
+	wh := registerWebhook(t, c, "--stale-after=1m", "--publisher-lease-name=", "--oversell=true")
 	port, certDir := wh.Port, wh.CertDir
 	heartbeat := 30 * time.Second // 4s + jitter, with room for a busy machine
 	wh.waitNodeReview(t, 2*heartbeat)

@@ -113,8 +113,11 @@ type Pool struct {
 	Name string `json:"name"`
 	// NodeSelector selects the pool's nodes: every label present on the node
 	// with exactly this value. Required. Use labels a node cannot set on
-	// itself (node-restriction.kubernetes.io/ or kube-reclaim.io/): the
-	// publisher warns about any other key.
+	// itself (kube-reclaim.io/, which only the administrators deploy/'s
+	// admission policy lists may set, node-restriction.kubernetes.io/, or
+	// the kubernetes.io and k8s.io labels NodeRestriction keeps from
+	// kubelets): the publisher refuses any other key unless
+	// --allow-node-settable-pool-labels.
 	NodeSelector map[string]string `json:"nodeSelector"`
 
 	Settings `json:",inline"`
