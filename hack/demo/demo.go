@@ -255,7 +255,7 @@ func (d *demo) shed(ctx context.Context, before []nodeRow) {
 	if len(busy[memNode].batchPods) == 0 {
 		d.step("eviction: %s runs no batch pod, so memory pressure there evicts nothing", memNode)
 	}
-	d.step("eviction (--eviction=on, the default; grace two periods): %s holds %s, and keeps its batch pods: a dip of the room is not pressure; "+
+	d.step("eviction (--eviction=on, the default; grace two periods): %s %s, and keeps its batch pods: a dip of the room is not pressure; "+
 		"%s is in memory pressure and sheds batch pods until its pods use under 85 %% of allocatable memory",
 		cpuNode, heldAndRoom(busy[cpuNode]), memNode)
 	start := time.Now()
