@@ -1921,3 +1921,48 @@ func TestOwnObjectsPolicyNamesWhatTheRolesCreate(t *testing.T) {
 		}
 	}
 }
+
+// TestMonitoringComponentWithoutCertManager: the patch deploy/README.md
+// gives for a metrics Secret made without cert-manager removes the
+// cert-manager objects of components/monitoring and nothing else.
+func TestMonitoringComponentWithoutCertManager(t *testing.T) {
+	const noCertManager = `patches:
+  - target: {group: cert-manager.io, kind: Issuer|Certificate, name: kube-reclaim-metrics.*}
+    patch: |-
+      $patch: delete
+      apiVersion: cert-manager.io/v1
+      kind: Issuer
+      metadata:
+        name: any
+`
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	indented := strings.ReplaceAll(noCertManager, "\n", "\n  ")
+	if !bytes.Contains(readme, []byte(strings.TrimSuffix(indented, "  "))) {
+		t.Errorf("deploy/README.md does not give the patch tested here:\n%s", noCertManager)
+	}
+	for _, overlay := range Overlays {
+		with := renderWithComponent(t, overlay, "monitoring")
+		without := renderWith(t, overlay, noCertManager, "monitoring")
+		removed := 0
+		for k, o := range with.byKey {
+			_, kept := without.byKey[k]
+			isMetricsCertManager := o.GetAPIVersion() == "cert-manager.io/v1" && strings.HasPrefix(o.GetName(), "kube-reclaim-metrics")
+			switch {
+			case isMetricsCertManager && kept:
+				t.Errorf("%s: %s is still there", without.overlay, k)
+			case isMetricsCertManager:
+				removed++
+			case !kept || !equalObjects(without.byKey[k], o):
+				t.Errorf("%s: %s was removed or changed", without.overlay, k)
+			}
+		}
+		// Positive control: there were the CA's Issuers and Certificates
+		// and the serving Certificate to remove.
+		if removed != 4 {
+			t.Errorf("%s: %d metrics cert-manager objects removed, want 4", without.overlay, removed)
+		}
+	}
+}
