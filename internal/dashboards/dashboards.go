@@ -159,7 +159,7 @@ func overviewReclaimedPods() row {
 			description: "Pods asking reclaimed resources not bound yet, by time since their creation.",
 			queries:     []query{{"kube_reclaim:pending_reclaimed_pods{" + cluster + "}", "{{age}}"}}},
 		{title: "Oldest pending reclaimed pod", unit: "s",
-			description: "How long the oldest reclaimed pod not bound yet has waited; KubeReclaimReclaimedPodsPending fires past 30 minutes.",
+			description: "How long the oldest reclaimed pod not bound yet has waited; KubeReclaimReclaimedPodsPending fires past 30 minutes while batch pods hold under half the room.",
 			queries:     []query{{"max(kube_reclaim_extender_oldest_pending_reclaimed_pod_age_seconds{" + cluster + "})", "oldest"}}},
 		{title: "Reclaimed pods placed and binds", unit: "short",
 			description: "Placed pods, and the scheduler's filter calls for reclaimed pods against successful binds.",
