@@ -210,7 +210,10 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 
 func (e *core) synced() bool { return e.informers.hasSynced() && e.tracker.HasSynced() }
 
-// registerReadiness makes /readyz fail until the caches synced.
+// registerReadiness makes /readyz fail until the caches synced, and
+// /healthz once an informer stopped or has failed to list and watch for
+// minutes (watchhealth): the verbs would go on answering from a cache that
+// no longer changes.
 func (e *core) registerReadiness(h *serving.Health) {
 	h.AddReadyCheck("informers", func() error {
 		if !e.synced() {
@@ -218,6 +221,7 @@ func (e *core) registerReadiness(h *serving.Health) {
 		}
 		return nil
 	})
+	h.AddLiveCheck("informers", func() error { return errors.Join(e.informers.check(), e.tracker.Check()) })
 }
 
 // start runs the informers, the lease tracker and the assumption expiry in
