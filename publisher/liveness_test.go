@@ -271,7 +271,13 @@ func TestLivenessFailsWhenTheLeaderStopsRenewing(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- p.lead(ctx) }()
-	defer func() { g.open(); cancel(); <-done }()
+	defer func() {
+		g.open()
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("lead = %v after the shutdown", err)
+		}
+	}()
 	if _, ok := framework.Poll(10*time.Second, 10*time.Millisecond, p.leading.Load); !ok {
 		t.Fatal("did not lead within 10 s")
 	}
