@@ -32,7 +32,7 @@ func getHealthz(t *testing.T, url string) (int, string) {
 func TestHealthzFailsOnceTheInformersStopped(t *testing.T) {
 	f := newFixture(t, fixtureOpts{noStart: true})
 	h := serving.NewHealth(prometheus.NewRegistry())
-	f.ext.registerReadiness(h)
+	f.ext.registerHealth(h)
 	r := mux.NewRouter()
 	h.Register(r)
 	srv := httptest.NewServer(r)

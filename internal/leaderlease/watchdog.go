@@ -43,8 +43,13 @@ func NewWatchdog(name string, leaseDuration time.Duration) *Watchdog {
 // Lock wraps the elector's lock so that w sees every Lease write succeed.
 func (w *Watchdog) Lock(l resourcelock.Interface) resourcelock.Interface { return &timedLock{l, w} }
 
-// Watch ties w to the elector built on its Lock.
-func (w *Watchdog) Watch(le *leaderelection.LeaderElector) { w.elector.Store(le) }
+// Watch ties w to the elector built on its Lock. Time counts from now
+// until the first write: an elector that finds the Lease already held under
+// its identity leads before it has written.
+func (w *Watchdog) Watch(le *leaderelection.LeaderElector) {
+	w.renewed.Store(time.Now().UnixNano())
+	w.elector.Store(le)
+}
 
 // Check fails while the elector leads and its last Lease write that
 // succeeded is more than two lease durations old. It never blocks.
