@@ -2,8 +2,8 @@
 // server, for the roles' liveness checks (serving.Health.AddLiveCheck).
 //
 // An informer never gives up: its reflector lists and watches again after
-// every failure, backing off up to 30 s, and logs a refused watch at debug
-// level only. A role whose watch cannot be re-established (an
+// every failure, backing off up to a minute (30 s and as much jitter), and
+// logs a refused watch at debug level only. A role whose watch cannot be re-established (an
 // expired credential, a connection to an API server that went away) thus
 // serves from a cache that no longer changes, and nothing says so. A Watch
 // wraps the informer's ListerWatcher to see every list and watch call end,
@@ -26,7 +26,7 @@ import (
 
 // DefaultStall is how long a role's informers may fail to list and watch
 // before its /healthz fails: far beyond the reflector's longest backoff
-// (30 s) and an API server's restart, so that only a watch that a restart
+// (a minute) and an API server's restart, so that only a watch that a restart
 // may re-establish (and a restart loop that says something is wrong) ends
 // in one.
 const DefaultStall = 5 * time.Minute
