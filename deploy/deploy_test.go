@@ -296,6 +296,13 @@ func TestDeploymentsAreHardenedAndProbed(t *testing.T) {
 					if hp := port(t, opts.health()); containerPort(c, c.LivenessProbe.HTTPGet.Port) != hp || containerPort(c, c.ReadinessProbe.HTTPGet.Port) != hp {
 						t.Errorf("%s: probes do not target --health-address %s", cw, opts.health())
 					}
+					// /healthz fails only once the role is stuck, after its own
+					// deadlines (docs/design.md, Operating); the probe only
+					// rides out a slow answer from a busy process.
+					if lp := c.LivenessProbe; lp.FailureThreshold*lp.PeriodSeconds < 30 || lp.TimeoutSeconds < 5 {
+						t.Errorf("%s: liveness probe restarts after %d × %d s with a %d s timeout, want at least 30 s and 5 s",
+							cw, lp.FailureThreshold, lp.PeriodSeconds, lp.TimeoutSeconds)
+					}
 					// Every role serves /metrics over HTTPS on a port of its own,
 					// declared for scrapers.
 					if mp := containerPort(c, intstr.FromString("metrics")); mp == 0 || mp != port(t, opts.metrics()) {

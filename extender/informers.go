@@ -19,6 +19,7 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/internal/compactlist"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
+	"github.com/kube-reclaim/kube-reclaim/internal/watchhealth"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -143,9 +144,11 @@ func nativeAllocatable(node *corev1.Node) reclaimable.Resources {
 	}
 }
 
-// informers are the node and pod informers feeding a nodeCache.
+// informers are the node and pod informers feeding a nodeCache, and what
+// sees their list and watch calls (liveness).
 type informers struct {
-	nodes, pods cache.SharedIndexInformer
+	nodes, pods         cache.SharedIndexInformer
+	nodeWatch, podWatch *watchhealth.Watch
 }
 
 func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache) (*informers, error) {
@@ -172,12 +175,11 @@ func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache
 			return client.CoreV1().Nodes().Watch(ctx, o)
 		},
 	}
-	inf := &informers{
-		pods: cache.NewSharedIndexInformerWithOptions(compactlist.New(podLW, podRecords(n)), &podRecord{},
-			cache.SharedIndexInformerOptions{ObjectDescription: "pods", Indexers: cache.Indexers{pendingIndex: pendingReclaimed}}),
-		nodes: cache.NewSharedIndexInformerWithOptions(compactlist.New(nodeLW, nodeRecords(n)), &nodeRecord{},
-			cache.SharedIndexInformerOptions{ObjectDescription: "nodes"}),
-	}
+	inf := &informers{nodeWatch: watchhealth.New("nodes", watchhealth.DefaultStall), podWatch: watchhealth.New("pods", watchhealth.DefaultStall)}
+	inf.pods = cache.NewSharedIndexInformerWithOptions(inf.podWatch.ListerWatcher(compactlist.New(podLW, podRecords(n))), &podRecord{},
+		cache.SharedIndexInformerOptions{ObjectDescription: "pods", Indexers: cache.Indexers{pendingIndex: pendingReclaimed}})
+	inf.nodes = cache.NewSharedIndexInformerWithOptions(inf.nodeWatch.ListerWatcher(compactlist.New(nodeLW, nodeRecords(n))), &nodeRecord{},
+		cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
 	if _, err := inf.pods.AddEventHandler(podHandlers(c)); err != nil {
 		return nil, err
 	}
@@ -237,9 +239,12 @@ func typeName(obj interface{}) string { return fmt.Sprintf("%T", obj) }
 
 // run starts both informers in wg; they stop when ctx ends.
 func (i *informers) run(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Go(func() { i.nodes.RunWithContext(ctx) })
-	wg.Go(func() { i.pods.RunWithContext(ctx) })
+	wg.Go(func() { i.nodeWatch.Run(ctx, i.nodes) })
+	wg.Go(func() { i.podWatch.Run(ctx, i.pods) })
 }
+
+// check is the informers' liveness (watchhealth.Watch.Check).
+func (i *informers) check() error { return watchhealth.Checks(i.nodeWatch, i.podWatch)() }
 
 func (i *informers) hasSynced() bool { return i.nodes.HasSynced() && i.pods.HasSynced() }
 

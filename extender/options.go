@@ -210,14 +210,18 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 
 func (e *core) synced() bool { return e.informers.hasSynced() && e.tracker.HasSynced() }
 
-// registerReadiness makes /readyz fail until the caches synced.
-func (e *core) registerReadiness(h *serving.Health) {
+// registerHealth makes /readyz fail until the caches synced, and
+// /healthz once an informer stopped or has failed to list and watch for
+// minutes (watchhealth): the verbs would go on answering from a cache that
+// no longer changes.
+func (e *core) registerHealth(h *serving.Health) {
 	h.AddReadyCheck("informers", func() error {
 		if !e.synced() {
 			return errors.New("node, pod and publisher lease informers not synced yet")
 		}
 		return nil
 	})
+	h.AddLiveCheck("informers", func() error { return errors.Join(e.informers.check(), e.tracker.Check()) })
 }
 
 // start runs the informers, the lease tracker and the assumption expiry in
@@ -281,7 +285,7 @@ func New(o *Options) (*Extender, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.core.registerReadiness(e.health)
+	e.core.registerHealth(e.health)
 	// Ready means the verbs answer: the listener is bound only after the
 	// caches synced, so /readyz must wait for it too, or a scheduler (or a
 	// test) sent there by readiness meets "connection refused".

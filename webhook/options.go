@@ -240,6 +240,7 @@ func New(o *Options) (*Webhook, error) {
 			}
 			return nil
 		})
+		w.health.AddLiveCheck("publisher-lease", w.tracker.Check)
 	}
 	if err := w.newCertificate(); err != nil {
 		return nil, err

@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/watchhealth"
 )
 
 // Tracker follows one Lease. A Lease it tracks counts as dead when it does
@@ -29,6 +31,7 @@ import (
 // trackers with New; a zero Tracker has no informer.
 type Tracker struct {
 	informer cache.SharedIndexInformer
+	watch    *watchhealth.Watch
 	// deadline is the unix-nano instant after which the leader counts as
 	// dead: renewTime + 2 × leaseDuration. 0 means no usable Lease (dead).
 	deadline atomic.Int64
@@ -48,7 +51,8 @@ func New(client kubernetes.Interface, namespace, name string) *Tracker {
 			return leases.Watch(ctx, o)
 		},
 	}
-	t := &Tracker{informer: cache.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{})}
+	w := watchhealth.New("publisher lease "+namespace+"/"+name, watchhealth.DefaultStall)
+	t := &Tracker{informer: cache.NewSharedIndexInformer(w.ListerWatcher(lw), &coordinationv1.Lease{}, 0, cache.Indexers{}), watch: w}
 	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    t.observe,
 		UpdateFunc: func(_, obj interface{}) { t.observe(obj) },
@@ -93,7 +97,18 @@ func (t *Tracker) Run(ctx context.Context) {
 	if t == nil {
 		return
 	}
-	t.informer.Run(ctx.Done())
+	t.watch.Run(ctx, t.informer)
+}
+
+// Check is the liveness of the tracker's informer (watchhealth.Watch.Check):
+// a tracker that no longer follows the Lease counts a live publisher as
+// dead, or a dead one as alive, for as long as it goes on. A nil Tracker
+// passes.
+func (t *Tracker) Check() error {
+	if t == nil || t.watch == nil {
+		return nil
+	}
+	return t.watch.Check()
 }
 
 // HasSynced reports whether the first list completed.

@@ -2,6 +2,7 @@ package leaderlease
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -208,5 +209,28 @@ func TestNotAliveBeforeTheFirstList(t *testing.T) {
 	tr := New(fake.NewClientset(lease(time.Second, 15)), ns, name)
 	if tr.HasSynced() || tr.Alive(now) {
 		t.Errorf("before Run: HasSynced %v, Alive %v; want both false", tr.HasSynced(), tr.Alive(now))
+	}
+}
+
+// The tracker's informer is part of the liveness of the roles that read the
+// Lease: once it stops, its Check fails, naming the Lease.
+func TestTrackerCheckFailsOnceItsInformerStopped(t *testing.T) {
+	if err := (*Tracker)(nil).Check(); err != nil {
+		t.Errorf("nil tracker: %v", err)
+	}
+	tr := New(fake.NewClientset(lease(0, 15)), ns, name)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Run(ctx) }()
+	if !cache.WaitForCacheSync(ctx.Done(), tr.HasSynced) {
+		t.Fatal("never synced")
+	}
+	if err := tr.Check(); err != nil {
+		t.Errorf("running tracker: %v", err)
+	}
+	cancel()
+	<-done
+	if err := tr.Check(); err == nil || !strings.Contains(err.Error(), "publisher lease "+ns+"/"+name+": informer stopped") {
+		t.Errorf("stopped tracker: %v, want the Lease named and stopped", err)
 	}
 }
