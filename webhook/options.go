@@ -194,12 +194,7 @@ func (o *Options) hosts() []string {
 
 // Run builds the webhook from the flags and serves it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	o.SetupLogging()
-	w, err := New(o)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx)
+	return cli.Run(ctx, &o.Common, o, New)
 }
 
 // Webhook is the admission webhook built from its flags: the handler, its
@@ -336,8 +331,5 @@ func (w *Webhook) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return serving.ListenAndServe(ctx, serving.NewServer(o.ListenAddress, w.handler), serving.TLSConfig(w.getCert))
 	})
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return cli.Wait(g)
 }
