@@ -239,12 +239,7 @@ func (e *core) waitForSync(ctx context.Context) bool {
 
 // Run builds the extender from the flags and serves it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	o.SetupLogging()
-	e, err := New(o)
-	if err != nil {
-		return err
-	}
-	return e.Run(ctx)
+	return cli.Run(ctx, &o.Common, o, New)
 }
 
 // Extender is the scheduler extender built from its flags: the node cache,
@@ -320,10 +315,7 @@ func (e *Extender) Run(ctx context.Context) error {
 		g.Go(func() error { e.certs.Run(ctx, certReloadInterval); return nil })
 	}
 	g.Go(func() error { return e.serveVerbs(ctx) })
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return cli.Wait(g)
 }
 
 // serveVerbs waits for the caches to sync, then serves the verbs until ctx

@@ -48,12 +48,12 @@ type Options struct {
 
 // defaultDecreaseThreshold: a decrease of the room within the band an
 // increase must leave (the policy's default changeThreshold) waits for the
-// refresh. In BenchmarkCycleWrites ±3 % noise on usage moved a node's room
-// down by less than 2 % in 98 % of the decreases, and by 5 to 6.5 % in 3 of
-// 41,000 (room is what is left after usage, so it wobbles more); each decrease
-// written restarts the node's refresh clock. Held back, 10 % of the room is at
-// most 6.5 % of allocatable for at most one refresh interval, inside the
-// default margin (35 %); eviction judges the computed room, not this one.
+// refresh. Room is what is left after usage, so noise on usage moves it by
+// more than the noise, and each decrease written restarts the node's refresh
+// clock; held back, such a decrease stays inside the policy's default margin
+// for at most one refresh interval, and eviction judges the computed room,
+// not this one. docs/benchmarks.md ("Counting writes") has the measurements
+// (BenchmarkCycleWrites) behind the value.
 const defaultDecreaseThreshold = 0.10
 
 // NewOptions returns the defaults.

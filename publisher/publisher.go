@@ -32,6 +32,7 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
+	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/compactlist"
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
@@ -104,12 +105,7 @@ var errLostLeadership = errors.New("lost leadership")
 
 // Run builds the publisher from the flags and runs it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	o.SetupLogging()
-	p, err := New(o)
-	if err != nil {
-		return err
-	}
-	return p.Run(ctx)
+	return cli.Run(ctx, &o.Common, o, New)
 }
 
 // New builds a publisher from its flags: everything that can fail before it
@@ -174,10 +170,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	g.Go(func() error { p.file.Run(ctx); return nil })
 	p.startInformers(ctx, &informers)
 	g.Go(func() error { return p.lead(ctx) })
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return cli.Wait(g)
 }
 
 // addReadyChecks makes /readyz fail until the informers synced and, on the

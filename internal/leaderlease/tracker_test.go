@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease/leasetest"
 )
 
 const ns, name = "kube-reclaim", "kube-reclaim-publisher"
@@ -162,10 +164,21 @@ func TestReleasedLeaseKeepsTheDeadlineOfTheLastRenewal(t *testing.T) {
 		{"up to two lease durations after the last renewal", 28 * time.Second, true},
 		{"not beyond: a release never extends the deadline", 29 * time.Second, false},
 	}
+	// kubectl reclaim reads the Lease once, with the version before the
+	// release (leaderlease.Read): it must say what the Tracker says.
+	history := fake.NewClientset()
+	leasetest.History(history, 0, lease(time.Second, 15), released(0))
+	read, err := Read(context.Background(), history, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tr.Alive(now.Add(tt.at)); got != tt.want {
 				t.Errorf("Alive %s after the release = %v, want %v", tt.at, got, tt.want)
+			}
+			if got := now.Add(tt.at).Before(read.Deadline); got != tt.want {
+				t.Errorf("Read: alive %s after the release = %v, want %v as the Tracker", tt.at, got, tt.want)
 			}
 		})
 	}
