@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
 	apireg "k8s.io/kube-aggregator/pkg/apis/apiregistration/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -29,27 +28,32 @@ import (
 	cmscheme "github.com/cert-manager/cert-manager/pkg/client/clientset/versioned/scheme"
 	"github.com/cert-manager/cert-manager/pkg/controller/cainjector"
 	logf "github.com/cert-manager/cert-manager/pkg/logs"
+	"github.com/cert-manager/cert-manager/pkg/util"
 )
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig of the cluster")
 	metrics := flag.String("metrics-address", "0", "metrics listen address (0: none)")
 	flag.Parse()
 	logf.InitLogs()
 	ctrl.SetLogger(logf.Log)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *kubeconfig, *metrics); err != nil {
+	// --kubeconfig is controller-runtime's own flag, read by GetConfig.
+	err := run(ctx, *metrics)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, kubeconfig, metrics string) error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+func run(ctx context.Context, metrics string) error {
+	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return err
 	}
+	// The injectors' server-side apply takes its field manager from the
+	// user agent, as in cert-manager's own main.
+	cfg = util.RestConfigWithUserAgent(cfg, "cainjector")
 	scheme := runtime.NewScheme()
 	utilruntime.Must(kscheme.AddToScheme(scheme))
 	utilruntime.Must(cmscheme.AddToScheme(scheme))

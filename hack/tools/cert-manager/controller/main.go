@@ -50,8 +50,9 @@ func main() {
 	flag.Parse()
 	logf.InitLogs()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *kubeconfig, strings.Split(*controllers, ","), *workers, *clusterNS); err != nil {
+	err := run(ctx, *kubeconfig, strings.Split(*controllers, ","), *workers, *clusterNS)
+	stop()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
