@@ -1,5 +1,5 @@
 // Command tools builds and caches the pinned control-plane binaries and
-// kubelet, kube-proxy and kubectl, and installs the container runtime real nodes need (make tools).
+// kubelet, kube-proxy, kubectl and cert-manager, and installs the container runtime real nodes need (make tools).
 // The wrapper modules beside this file pin each component's version.
 package main
 
@@ -27,6 +27,9 @@ func main() {
 	}
 	kubectl, err := cluster.EnsureKubectl(ctx, os.Stdout)
 	if err != nil {
+		fail(err)
+	}
+	if _, err := cluster.EnsureCertManager(ctx, os.Stdout); err != nil {
 		fail(err)
 	}
 	if _, err := cluster.EnsurePromtool(ctx, os.Stdout); err != nil {

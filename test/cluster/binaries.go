@@ -29,6 +29,10 @@ type tool struct {
 	// tags are build tags; they are part of the cache key.
 	tags string
 	bins map[string]string // package path -> binary name
+	// sources puts the wrapper module's own Go files in the cache key: set
+	// for a tool whose mains live in hack/tools (the key of the others
+	// stays as it was).
+	sources bool
 	// extra copies files out of the built module's source (for example kwok's
 	// CRDs), relative to the module directory, into the cache entry.
 	extra []string
@@ -269,10 +273,33 @@ func cacheKey(t tool, modDir string) (string, error) {
 	if t.tags != "" {
 		h.Write([]byte("tags=" + t.tags))
 	}
+	if t.sources {
+		if err := hashSources(h, modDir); err != nil {
+			return "", err
+		}
+	}
 	if version == "" {
 		return "", fmt.Errorf("%s/go.mod does not require %s", modDir, t.module)
 	}
 	return fmt.Sprintf("%s-%s-%s", t.name, version, hex.EncodeToString(h.Sum(nil))[:10]), nil
+}
+
+// hashSources writes the path and content of every .go file under modDir
+// into h, in filepath.WalkDir's lexical order.
+func hashSources(h io.Writer, modDir string) error {
+	return filepath.WalkDir(modDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(modDir, path)
+		fmt.Fprintf(h, "%s\x00%d\x00", rel, len(data))
+		_, err = h.Write(data)
+		return err
+	})
 }
 
 func moduleVersion(gomod []byte, module string) string {

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -76,5 +78,44 @@ func TestEveryToolHasAMeasuredFirstBuild(t *testing.T) {
 		if firstBuild[tl.name] <= 0 {
 			t.Errorf("tool %s has no first-build time in firstBuild", tl.name)
 		}
+	}
+}
+
+// A tool whose mains live in its wrapper module is rebuilt when they
+// change; the key of a tool without them depends on go.mod and go.sum only.
+func TestCacheKeyFollowsTheWrapperSourcesOnlyWhenAsked(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("go.mod", "module example.com/w\n\nrequire example.com/m v1.2.3\n")
+	write("go.sum", "")
+	write("cmd/main.go", "package main\n")
+	key := func(tl tool) string {
+		t.Helper()
+		k, err := cacheKey(tl, dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	plain := tool{name: "w", module: "example.com/m"}
+	withSources := tool{name: "w", module: "example.com/m", sources: true}
+	plainBefore, sourcesBefore := key(plain), key(withSources)
+	if !strings.HasPrefix(sourcesBefore, "w-v1.2.3-") || plainBefore == sourcesBefore {
+		t.Fatalf("keys %s and %s", plainBefore, sourcesBefore)
+	}
+	write("cmd/main.go", "package main\n\nfunc main() {}\n")
+	if got := key(plain); got != plainBefore {
+		t.Errorf("key without sources changed with a .go file: %s -> %s", plainBefore, got)
+	}
+	if got := key(withSources); got == sourcesBefore {
+		t.Errorf("key with sources did not change with a .go file: %s", got)
 	}
 }
