@@ -50,12 +50,10 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// Strategies of the prioritize verb.
+// Strategies of the prioritize verb (placement.Score).
 const (
-	// StrategySpread scores nodes with the most reclaimed room left highest.
-	StrategySpread = "spread"
-	// StrategyBinpack scores nodes with the least reclaimed room left highest.
-	StrategyBinpack = "binpack"
+	StrategySpread  = placement.StrategySpread
+	StrategyBinpack = placement.StrategyBinpack
 )
 
 // Defaults of the extender's flags.

@@ -594,3 +594,12 @@ func (c *Cache) Hold() (release func()) {
 
 // Annotation is the node's reclaimable annotation as last set.
 func (e *Entry) Annotation() string { return e.annotation }
+
+// State returns the state of the node name at this instant.
+func (c *Cache) State(name string) State {
+	now := c.now()
+	alive := c.alive(now)
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.stateLocked(c.nodes[name], now, now.UnixNano(), alive)
+}

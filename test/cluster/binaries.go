@@ -32,6 +32,14 @@ type tool struct {
 	// extra copies files out of the built module's source (for example kwok's
 	// CRDs), relative to the module directory, into the cache entry.
 	extra []string
+	// dir is the module's directory relative to the repository root, when
+	// it is not hack/tools/<name>.
+	dir string
+	// sources are directories of this repository, relative to its root,
+	// whose Go files (tests aside) the binary is built from: their content
+	// is part of the cache key, so a change to them rebuilds it, and
+	// nothing else does.
+	sources []string
 }
 
 var tools = []tool{
@@ -86,6 +94,18 @@ var kubeProxyTool = tool{name: "kube-proxy", module: "k8s.io/kubernetes",
 var kubectlTool = tool{name: "kubectl", module: "k8s.io/kubernetes",
 	bins:    map[string]string{"k8s.io/kubernetes/cmd/kubectl": "kubectl"},
 	ldflags: kubeletTool.ldflags,
+}
+
+// pluginSchedulerTool builds kube-reclaim-scheduler, kube-scheduler with
+// the placement plugin, from the nested module scheduler/ (the same
+// Kubernetes release and staging replaces as hack/tools/kubernetes). It is
+// keyed by that release and a hash of the plugin's sources: the scheduler
+// module and the packages of this module it imports
+// (TestPluginSchedulerSourcesCoverItsImports keeps the list whole).
+var pluginSchedulerTool = tool{name: "kube-reclaim-scheduler", module: "k8s.io/kubernetes", dir: "scheduler",
+	bins:    map[string]string{"github.com/kube-reclaim/kube-reclaim/scheduler/cmd/kube-reclaim-scheduler": "kube-reclaim-scheduler"},
+	ldflags: kubeletTool.ldflags,
+	sources: []string{"scheduler", "placement", "reclaimable", "enforcement", "internal/leaderlease"},
 }
 
 // Binaries are the absolute paths of the control-plane programs.
@@ -228,6 +248,12 @@ func EnsureKubectl(ctx context.Context, log io.Writer) (string, error) {
 	return ensureNodeTool(ctx, kubectlTool, "kubectl", log)
 }
 
+// EnsurePluginScheduler returns the cached kube-reclaim-scheduler, building
+// it when missing (about 4 minutes on 2 cores with warm Go caches).
+func EnsurePluginScheduler(ctx context.Context, log io.Writer) (string, error) {
+	return ensureNodeTool(ctx, pluginSchedulerTool, "kube-reclaim-scheduler", log)
+}
+
 func ensureNodeTool(ctx context.Context, t tool, bin string, log io.Writer) (string, error) {
 	if log == nil {
 		log = io.Discard
@@ -240,15 +266,55 @@ func ensureNodeTool(ctx context.Context, t tool, bin string, log io.Writer) (str
 	if err != nil {
 		return "", err
 	}
-	d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.name), filepath.Join(cache, "bin"), log)
+	d, err := ensureTool(ctx, t, t.modDir(root), filepath.Join(cache, "bin"), log)
 	if err != nil {
 		return "", fmt.Errorf("building %s: %w", t.name, err)
 	}
 	return filepath.Join(d, bin), nil
 }
 
+// modDir is the directory of t's module in the repository at root.
+func (t tool) modDir(root string) string {
+	if t.dir != "" {
+		return filepath.Join(root, t.dir)
+	}
+	return filepath.Join(root, "hack", "tools", t.name)
+}
+
+// hashSources writes into h the go.mod and go.sum of the repository at root
+// and every Go file (tests aside) under dirs, with its path.
+func hashSources(h io.Writer, root string, dirs []string) error {
+	for _, f := range []string{"go.mod", "go.sum"} {
+		data, err := os.ReadFile(filepath.Join(root, f))
+		if err != nil {
+			return err
+		}
+		_, _ = h.Write(data)
+	}
+	for _, d := range dirs {
+		err := filepath.WalkDir(filepath.Join(root, d), func(path string, e os.DirEntry, err error) error {
+			if err != nil || e.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+				return err
+			}
+			data, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, path)
+			fmt.Fprintf(h, "%s %d\n", rel, len(data))
+			_, _ = h.Write(data)
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // cacheKey names a cache entry: the pinned version for people, and a hash of
-// the wrapper module and the Go version so any change to either rebuilds.
+// the wrapper module and the Go version so any change to either rebuilds
+// (and of t's sources, when it has any).
 func cacheKey(t tool, modDir string) (string, error) {
 	h := sha256.New()
 	version := ""
@@ -268,6 +334,15 @@ func cacheKey(t tool, modDir string) (string, error) {
 	}
 	if t.tags != "" {
 		h.Write([]byte("tags=" + t.tags))
+	}
+	if len(t.sources) > 0 {
+		root, err := RepoRoot()
+		if err != nil {
+			return "", err
+		}
+		if err := hashSources(h, root, t.sources); err != nil {
+			return "", err
+		}
 	}
 	if version == "" {
 		return "", fmt.Errorf("%s/go.mod does not require %s", modDir, t.module)

@@ -1,6 +1,9 @@
 package cluster
 
 import (
+	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,5 +79,42 @@ func TestEveryToolHasAMeasuredFirstBuild(t *testing.T) {
 		if firstBuild[tl.name] <= 0 {
 			t.Errorf("tool %s has no first-build time in firstBuild", tl.name)
 		}
+	}
+}
+
+// The plugin scheduler's cache key hashes its sources: every package of this
+// repository the binary imports must be under one of them, or a change to
+// it would not rebuild the binary.
+func TestPluginSchedulerSourcesCoverItsImports(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/kube-reclaim/kube-reclaim"
+	var pkgs []string
+	for p := range pluginSchedulerTool.bins {
+		pkgs = append(pkgs, p)
+	}
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
+	cmd.Dir = pluginSchedulerTool.modDir(root)
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var ours int
+	for _, p := range strings.Fields(string(out)) {
+		if p != module && !strings.HasPrefix(p, module+"/") {
+			continue
+		}
+		ours++
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, module), "/")
+		if !slices.ContainsFunc(pluginSchedulerTool.sources, func(s string) bool { return rel == s || strings.HasPrefix(rel, s+"/") }) {
+			t.Errorf("kube-reclaim-scheduler imports %s, which no source directory of its cache key covers (%v)", p, pluginSchedulerTool.sources)
+		}
+	}
+	// Positive control: the plugin itself and the placement core are listed.
+	if ours < 3 {
+		t.Errorf("go list found %d packages of this repository, want the plugin, its command and placement at least:\n%s", ours, out)
 	}
 }
