@@ -18,10 +18,11 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
 )
 
-// pluginSchedulerConfig is deploy/plugin-scheduler's configuration as the
-// shipped file says, for one local instance: no leader election, the
-// cluster's admin kubeconfig. It returns the file and the profile's name.
-func pluginSchedulerConfig(t *testing.T, c *cluster.Cluster) (string, string) {
+// pluginSchedulerConfig writes deploy/plugin-scheduler's configuration as
+// the shipped file says into file in the cluster's directory, with the
+// cluster's admin kubeconfig and, unless leaderElect, no leader election. It
+// returns the file and the profile's name.
+func pluginSchedulerConfig(t *testing.T, c *cluster.Cluster, file string, leaderElect bool) (string, string) {
 	t.Helper()
 	root, err := cluster.RepoRoot()
 	if err != nil {
@@ -40,13 +41,15 @@ func pluginSchedulerConfig(t *testing.T, c *cluster.Cluster) (string, string) {
 		t.Fatalf("deploy/plugin-scheduler: %d profiles and extenders %v; want one profile and no extender", len(profiles), cfg["extenders"])
 	}
 	name, _ := profiles[0].(map[string]any)["schedulerName"].(string)
-	cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	if !leaderElect {
+		cfg["leaderElection"] = map[string]any{"leaderElect": false}
+	}
 	cfg["clientConnection"] = map[string]any{"kubeconfig": c.Kubeconfig()}
 	out, err := yaml.Marshal(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(c.Dir(), "kube-reclaim-scheduler.yaml")
+	file = filepath.Join(c.Dir(), file)
 	if err := os.WriteFile(file, out, 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +84,7 @@ func TestPluginScheduler(t *testing.T) {
 	}
 	framework.RenewPublisherLease(t, c)
 
-	cfgFile, profile := pluginSchedulerConfig(t, c)
+	cfgFile, profile := pluginSchedulerConfig(t, c, "kube-reclaim-scheduler.yaml", false)
 	port, err := cluster.FreePort()
 	if err != nil {
 		t.Fatal(err)
@@ -147,14 +150,21 @@ func TestPluginScheduler(t *testing.T) {
 			pods[i] = p
 		}
 		fit := len(burstNodes) * int(burstRoom/burstCPU)
+		// The pods are created at once, concurrently, while the looks run.
 		start := time.Now()
-		framework.CreatePods(t, c, pods)
+		created := make(chan error, n)
+		for _, p := range pods {
+			go func() {
+				_, err := c.Client.CoreV1().Pods(bns).Create(ctx, p, metav1.CreateOptions{})
+				created <- err
+			}()
+		}
 		// Every look over the whole burst: no node holds more than it
 		// published. The positive control: the room fills, every pod that
 		// fits bound.
 		var looks, over int
 		var last framework.PodState
-		took, ok := framework.Poll(2*time.Minute, 200*time.Millisecond, func() bool {
+		took, ok := framework.Poll(2*time.Minute, 50*time.Millisecond, func() bool {
 			st := framework.MustPods(t, c, bns)
 			looks++
 			for node, b := range st.Bookings {
@@ -164,12 +174,17 @@ func TestPluginScheduler(t *testing.T) {
 				}
 			}
 			last = st
-			return len(st.BoundTo) >= fit
+			return len(st.BoundTo) >= fit && st.Total == n
 		})
+		for range pods {
+			if err := <-created; err != nil {
+				t.Errorf("creating a burst pod: %v", err)
+			}
+		}
 		if !ok {
 			t.Fatalf("%d of the %d pods that fit bound within %s", len(last.BoundTo), fit, took)
 		}
-		t.Logf("%d pods bound (room for %d) %.1fs after the burst of %d, %d looks", len(last.BoundTo), fit, took.Seconds(), n, looks)
+		t.Logf("%d pods bound (room for %d) %.1fs after the burst of %d began; %d looks, %d found a node over-booked", len(last.BoundTo), fit, took.Seconds(), n, looks, over)
 		// Then the rest stays Pending, sampled throughout, and each says why.
 		framework.ExpectAbsence(t, framework.Absence{Window: 5 * time.Second, Every: 250 * time.Millisecond,
 			Look: func(time.Duration) ([]string, bool) {
