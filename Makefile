@@ -40,17 +40,19 @@ manifests: ## Render every deploy/ overlay to dist/<overlay>.yaml (kustomize Go 
 
 test: vet lint test-unit fuzz-short test-integration ## Everything CI runs (.ci/run)
 
-test-unit: ## Unit tests with the race detector
+test-unit: ## Unit tests with the race detector (the main module and the nested scheduler/ module)
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+	cd scheduler && GOWORK=off $(GO) test -race -count=1 ./...
 
 test-integration: tools ## Integration tests against the real local cluster
 	$(GO) test -count=1 $(INTEGRATION_FLAGS) ./test/...
 
-tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy, kubectl, promtool, cert-manager (controller, CA injector, CRDs); install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
+tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy, kubectl, kube-reclaim-scheduler, promtool, cert-manager (controller, CA injector, CRDs); install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
 	$(GO) run ./hack/tools
 
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml: gofmt, go vet, staticcheck, errcheck, funlen (80 lines), gocognit, ...
 	$(GOLANGCI_LINT) run ./...
+	cd scheduler && GOWORK=off $(GOLANGCI_LINT) run ./...
 
 $(GOLANGCI_LINT):
 	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
@@ -61,6 +63,7 @@ fmt: ## gofmt every Go file
 vet: ## go vet and a gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd scheduler && GOWORK=off $(GO) vet ./...
 
 demo: ## Run the whole system on a local cluster and watch batch pods use reclaimed capacity (DEMO_KEEP=1 keeps it running; DEMO_REAL_NODE=1 adds a real kubelet running a batch pod, needs root)
 	$(GO) run ./hack/demo

@@ -46,15 +46,14 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// Strategies of the prioritize verb.
+// Strategies of the prioritize verb (placement.Score).
 const (
-	// StrategySpread scores nodes with the most reclaimed room left highest.
-	StrategySpread = "spread"
-	// StrategyBinpack scores nodes with the least reclaimed room left highest.
-	StrategyBinpack = "binpack"
+	StrategySpread  = placement.StrategySpread
+	StrategyBinpack = placement.StrategyBinpack
 )
 
 // Defaults of the extender's flags.
@@ -166,7 +165,7 @@ func (o *Options) Validate() error {
 // core wires the cache, informers and verbs server; New and the tests build
 // it the same way.
 type core struct {
-	cache     *nodeCache
+	cache     *placement.Cache
 	informers *informers
 	tracker   *leaderlease.Tracker
 	server    *server
@@ -186,7 +185,7 @@ type config struct {
 
 func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*core, error) {
 	m := newMetrics(reg)
-	c := newNodeCache(cfg.staleAfter, cfg.assumeTimeout, tracker.Alive, m)
+	c := placement.NewCache(cfg.staleAfter, cfg.assumeTimeout, bindAPITimeout, tracker.Alive, m.cache())
 	registerCacheGauges(reg, c)
 	inf, err := newInformers(client, cfg.names, c)
 	if err != nil {
@@ -229,7 +228,7 @@ func (e *core) registerHealth(h *serving.Health) {
 func (e *core) start(ctx context.Context, wg *sync.WaitGroup) {
 	e.informers.run(ctx, wg)
 	wg.Go(func() { e.tracker.Run(ctx) })
-	wg.Go(func() { e.cache.runExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.assumeTimeout/4))) })
+	wg.Go(func() { e.cache.RunExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.AssumeTimeout()/4))) })
 }
 
 // waitForSync blocks until the caches synced or ctx ended.

@@ -1,5 +1,5 @@
 // Command tools builds and caches the pinned control-plane binaries and
-// kubelet, kube-proxy, kubectl and cert-manager, and installs the container runtime real nodes need (make tools).
+// kubelet, kube-proxy, kubectl, kube-reclaim-scheduler and cert-manager, and installs the container runtime real nodes need (make tools).
 // The wrapper modules beside this file pin each component's version.
 package main
 
@@ -32,6 +32,10 @@ func main() {
 	if _, err := cluster.EnsureCertManager(ctx, os.Stdout); err != nil {
 		fail(err)
 	}
+	pluginScheduler, err := cluster.EnsurePluginScheduler(ctx, os.Stdout)
+	if err != nil {
+		fail(err)
+	}
 	if _, err := cluster.EnsurePromtool(ctx, os.Stdout); err != nil {
 		fail(err)
 	}
@@ -40,7 +44,7 @@ func main() {
 		fail(err)
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kwok, b.MetricsServer,
-		kubelet, kubeProxy, kubectl, rt.Containerd, rt.Runc} {
+		kubelet, kubeProxy, kubectl, pluginScheduler, rt.Containerd, rt.Runc} {
 		fmt.Println(p)
 	}
 }

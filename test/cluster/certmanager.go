@@ -12,7 +12,8 @@ import (
 // small ones of hack/tools/cert-manager over cert-manager's library
 // controllers: the release's own mains (cmd/controller, cmd/cainjector)
 // are modules the Go module proxy does not serve.
-var certManagerTool = tool{name: "cert-manager", module: "github.com/cert-manager/cert-manager", sources: true,
+var certManagerTool = tool{name: "cert-manager", module: "github.com/cert-manager/cert-manager",
+	sources: []string{"hack/tools/cert-manager"},
 	bins: map[string]string{
 		"github.com/kube-reclaim/kube-reclaim/hack/tools/cert-manager/controller": "cert-manager-controller",
 		"github.com/kube-reclaim/kube-reclaim/hack/tools/cert-manager/cainjector": "cert-manager-cainjector",

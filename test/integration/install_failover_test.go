@@ -51,7 +51,8 @@ type installBuild struct {
 func buildInstallImage(ctx context.Context, root, dir, tag string) (installBuild, error) {
 	start := time.Now()
 	work := filepath.Join(dir, "build")
-	idx, err := ociimage.KubeReclaim{RepoRoot: root, WorkDir: work, Version: tag, Platforms: []ociimage.Platform{images.HostPlatform}}.Build(ctx)
+	idx, err := ociimage.KubeReclaim{RepoRoot: root, WorkDir: work, Version: tag, Platforms: []ociimage.Platform{images.HostPlatform},
+		NoPluginScheduler: true}.Build(ctx)
 	if err != nil {
 		return installBuild{}, err
 	}
