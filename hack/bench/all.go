@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"time"
 
@@ -86,7 +87,7 @@ func runAll(ctx context.Context, cfg allConfig, out io.Writer) error {
 	var (
 		lines []benchLine
 		wh    *webhookResult
-		sched []*schedulerResult
+		sched []p2Set
 		rss   *rssResult
 		scale *scaleResult
 		errs  = map[string]string{}
@@ -115,12 +116,11 @@ func runAll(ctx context.Context, cfg allConfig, out io.Writer) error {
 		rep.Details["webhook"] = wh
 	}
 	if !cfg.skipped("scheduler") {
-		var p2 p2Judgement
-		if sched, p2, err = runSchedulerRuns(ctx, cfg.sched, out); err != nil {
+		if sched, err = runSchedulerRuns(ctx, cfg.sched, out); err != nil {
 			errs["scheduler"] = err.Error()
 		}
+		// Each topology's runs and its P2 judgement.
 		rep.Details["scheduler"] = sched
-		rep.Details["schedulerP2"] = p2
 	}
 	if !cfg.skipped("rss") {
 		section(out, "P4 publisher and extender memory")
@@ -173,7 +173,7 @@ func why(errs map[string]string, key, fallback string) string {
 
 // buildRows turns the measurements into the table, in the order of docs/design.md#performance-goals.
 // Anything nil or absent becomes a missing row that says why.
-func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, rss *rssResult, scale *scaleResult, errs map[string]string) []row {
+func buildRows(lines []benchLine, wh *webhookResult, scheds []p2Set, rss *rssResult, scale *scaleResult, errs map[string]string) []row {
 	var rows []row
 	add := func(r row) { rows = append(rows, r.evaluate()) }
 	notRun := "not run"
@@ -225,47 +225,8 @@ func buildRows(lines []benchLine, wh *webhookResult, scheds []*schedulerResult, 
 		add(row{ID: "P1", What: "webhook handler CPU per review, no patch needed (info)", Measured: v / 1e6, Unit: "ms"})
 	}
 
-	// P2: a row per run for what it measured (no goal of its own), then
-	// the goal judged on the median of the runs.
-	p2 := "scheduling throughput: reclaimed pods via extender vs native pods"
-	for i, sched := range scheds {
-		what := fmt.Sprintf("%s, run %d of %d (info)", p2, i+1, len(scheds))
-		if sched == nil {
-			add(missing("P2", what, why(errs, "scheduler", notRun)))
-			continue
-		}
-		r := row{ID: "P2", What: fmt.Sprintf("%s, %d kwok nodes, %d pods each", what, sched.Nodes, sched.Pods), Relative: true,
-			Measured: sched.Reclaimed.PodsPerSecond, Baseline: sched.Native.PodsPerSecond, Unit: "pods/s",
-			Note: fmt.Sprintf("extender CPU per reclaimed pod %.2f ms; real kube-scheduler, reclaimed pods on profile %s (percentageOfNodesToScore %d), native pods on %s; extender --kube-api-qps=%d",
-				sched.Reclaimed.CPUPerPodMs[stack.Extender], extender.SchedulerName, sched.PercentageOfNodesToScore, corev1.DefaultSchedulerName, sched.ExtenderQPS)}
-		if n := sched.Reclaimed.NodesPerCall; len(n) > 0 {
-			r.Note += "; nodes per extender call " + byVerb(n, "%.0f")
-		}
-		if m := sched.Reclaimed.ExtenderMeanMs; len(m) > 0 {
-			r.Note += "; extender mean server time " + byVerb(m, "%.2f ms")
-		}
-		r.Note += fmt.Sprintf("; kube-scheduler algorithm time per pod reclaimed %.2f ms, native %.2f ms", sched.Reclaimed.AlgorithmMeanMs, sched.Native.AlgorithmMeanMs)
-		if rc, nc := sched.Reclaimed.CPUPerPodMs, sched.Native.CPUPerPodMs; rc["all"] > 0 && nc["all"] > 0 {
-			r.Note += fmt.Sprintf("; CPU per pod of every process on the machine beyond its background (%.2f cores) reclaimed %.1f ms (kube-scheduler %.1f, extender %.1f, kube-apiserver %.1f), native %.1f ms (kube-scheduler %.1f, extender %.1f, kube-apiserver %.1f)",
-				sched.BackgroundCores["all"], rc["all"], rc[cluster.Scheduler], rc[stack.Extender], rc[cluster.APIServer], nc["all"], nc[cluster.Scheduler], nc[stack.Extender], nc[cluster.APIServer])
-		}
-		for _, p := range []phaseResult{sched.Reclaimed, sched.Native} {
-			if p.Note != "" {
-				r.Note += "; " + p.Kind + ": " + p.Note
-			}
-		}
+	for _, r := range p2Rows(scheds, errs) {
 		add(r)
-	}
-	if len(scheds) == 0 {
-		add(missing("P2", p2, why(errs, "scheduler", notRun)))
-	} else {
-		nodes, pods := 0, 0
-		for _, s := range scheds {
-			if s != nil {
-				nodes, pods = s.Nodes, s.Pods
-			}
-		}
-		add(judgeP2(scheds).row(nodes, pods))
 	}
 
 	// P3
@@ -406,4 +367,76 @@ func historyIn(observeSeconds float64) string {
 		return "long enough for the publisher's usage history to fill"
 	}
 	return fmt.Sprintf("shorter than the publisher's %s of usage history: below its steady state", fullHistory())
+}
+
+// p2Rows are P2's rows, topology by topology: a row per run for what it
+// measured (no goal of its own), then the topology's goal judged on the
+// median of the runs. A topology that did not run has its goal's row,
+// missing.
+func p2Rows(sets []p2Set, errs map[string]string) []row {
+	var rows []row
+	for _, t := range topologies {
+		i := slices.IndexFunc(sets, func(s p2Set) bool { return s.Topology == t })
+		if i < 0 {
+			rows = append(rows, missing("P2", fmt.Sprintf("scheduling throughput, %s topology: reclaimed pods %s / native pods", t, t.via()), why(errs, "scheduler", "not run")))
+			continue
+		}
+		runs := sets[i].Runs
+		what := fmt.Sprintf("scheduling throughput, %s topology: reclaimed pods %s vs native pods", t, t.via())
+		nodes, pods := 0, 0
+		for k, sched := range runs {
+			what := fmt.Sprintf("%s, run %d of %d (info)", what, k+1, len(runs))
+			if sched == nil {
+				rows = append(rows, missing("P2", what, why(errs, "scheduler", "not run")))
+				continue
+			}
+			nodes, pods = sched.Nodes, sched.Pods
+			rows = append(rows, row{ID: "P2", What: fmt.Sprintf("%s, %d kwok nodes, %d pods each", what, sched.Nodes, sched.Pods), Relative: true,
+				Measured: sched.Reclaimed.PodsPerSecond, Baseline: sched.Native.PodsPerSecond, Unit: "pods/s", Note: p2RunNote(sched)}.evaluate())
+		}
+		rows = append(rows, judgeP2(t, runs).row(nodes, pods))
+	}
+	return rows
+}
+
+// p2RunNote says what one run measured beside the rates: where the time and
+// the CPU went.
+func p2RunNote(sched *schedulerResult) string {
+	var note string
+	rc, nc := sched.Reclaimed.CPUPerPodMs, sched.Native.CPUPerPodMs
+	if sched.Topology == topologyPlugin {
+		note = fmt.Sprintf("kube-reclaim-scheduler (kube-scheduler with the placement plugin), reclaimed pods on profile %s (percentageOfNodesToScore %d), native pods on %s; the scheduler's CPU per reclaimed pod beyond a native one %.2f ms",
+			extender.SchedulerName, sched.PercentageOfNodesToScore, corev1.DefaultSchedulerName, topologyPlugin.placementCPU(sched))
+	} else {
+		note = fmt.Sprintf("extender CPU per reclaimed pod %.2f ms; real kube-scheduler, reclaimed pods on profile %s (percentageOfNodesToScore %d), native pods on %s; extender --kube-api-qps=%d",
+			rc[stack.Extender], extender.SchedulerName, sched.PercentageOfNodesToScore, corev1.DefaultSchedulerName, sched.ExtenderQPS)
+	}
+	if n := sched.Reclaimed.NodesPerCall; len(n) > 0 {
+		note += "; nodes per extender call " + byVerb(n, "%.0f")
+	}
+	if m := sched.Reclaimed.ExtenderMeanMs; len(m) > 0 {
+		note += "; extender mean server time " + byVerb(m, "%.2f ms")
+	}
+	note += fmt.Sprintf("; kube-scheduler algorithm time per pod reclaimed %.2f ms, native %.2f ms", sched.Reclaimed.AlgorithmMeanMs, sched.Native.AlgorithmMeanMs)
+	if rc["all"] > 0 && nc["all"] > 0 {
+		procs := []string{cluster.Scheduler, stack.Extender, cluster.APIServer}
+		if sched.Topology == topologyPlugin {
+			procs = []string{cluster.Scheduler, cluster.APIServer}
+		}
+		split := func(m map[string]float64) string {
+			parts := make([]string, len(procs))
+			for i, p := range procs {
+				parts[i] = fmt.Sprintf("%s %.1f", p, m[p])
+			}
+			return strings.Join(parts, ", ")
+		}
+		note += fmt.Sprintf("; CPU per pod of every process on the machine beyond its background (%.2f cores) reclaimed %.1f ms (%s), native %.1f ms (%s)",
+			sched.BackgroundCores["all"], rc["all"], split(rc), nc["all"], split(nc))
+	}
+	for _, p := range []phaseResult{sched.Reclaimed, sched.Native} {
+		if p.Note != "" {
+			note += "; " + p.Kind + ": " + p.Note
+		}
+	}
+	return note
 }

@@ -2,8 +2,9 @@
 // docs/design.md#performance-goals, each side by side with its baseline in the same run:
 //
 //	go run ./hack/bench webhook    P1: the real HTTPS webhook vs a server that only reads the body
-//	go run ./hack/bench scheduler  P2: real kube-scheduler on kwok nodes, reclaimed pods through
-//	                               the extender vs the same pods asking native resources
+//	go run ./hack/bench scheduler  P2: on kwok nodes, reclaimed pods vs the same pods asking native
+//	                               resources, in each topology: real kube-scheduler with the
+//	                               extender, and kube-reclaim-scheduler with the placement plugin
 //	go run ./hack/bench rss        P4: RSS of the publisher and extender processes against a fake API
 //	                               server holding 5000 nodes and 150,000 pods
 //	go run ./hack/bench scale      P4: publisher and extender as real processes on the real local
@@ -32,8 +33,9 @@ const usage = `usage: go run ./hack/bench <command> [flags]
 
 commands:
   webhook    P1: webhook HTTPS load at increasing rates, side by side with the baseline server
-  scheduler  P2: scheduling throughput through the extender vs native resources, real kube-scheduler,
-             judged on the median of consecutive runs (-scheduler-runs)
+  scheduler  P2: scheduling throughput of reclaimed pods vs native ones, through the extender (real
+             kube-scheduler) and through the plugin (kube-reclaim-scheduler), each judged on the
+             median of consecutive runs (-scheduler-runs, -topologies)
   rss        P4: publisher and extender RSS as real processes, against a fake API server holding 5000 nodes / 150,000 pods
   scale      P4: publisher and extender RSS and CPU as real processes on the real local control plane, 1000 kwok nodes / 20,000 pods
   replay     R: the shared real trace (../shared/traces) through the policy, beside the baselines (issue 30)
@@ -70,7 +72,7 @@ func run() int {
 		var cfg schedulerConfig
 		cfg.flags(fs)
 		_ = fs.Parse(args)
-		_, _, err = runSchedulerRuns(ctx, cfg, os.Stdout)
+		_, err = runSchedulerRuns(ctx, cfg, os.Stdout)
 	case "rss":
 		var cfg rssConfig
 		cfg.flags(fs)

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -151,6 +152,12 @@ func TestBuildRowsMarksWhatDidNotRunAsMissing(t *testing.T) {
 			t.Errorf("no row for %s", id)
 		}
 	}
+	// Each topology's P2 goal has its row, missing, when none ran.
+	for _, topo := range topologies {
+		if !slices.ContainsFunc(rows, func(r row) bool { return r.ID == "P2" && strings.Contains(r.What, string(topo)+" topology") }) {
+			t.Errorf("no P2 row for the %s topology", topo)
+		}
+	}
 }
 
 func TestBuildRowsUsesTheMeasurements(t *testing.T) {
@@ -165,32 +172,44 @@ func TestBuildRowsUsesTheMeasurements(t *testing.T) {
 	wh := &webhookResult{Conns: 8,
 		Webhook:  []loadStep{{Target: 2000, Throughput: 2000, P99ms: 3}, {Target: 0, Throughput: 800}},
 		Baseline: []loadStep{{Target: 2000, Throughput: 2000, P99ms: 2}, {Target: 0, Throughput: 1000}}}
-	sched := &schedulerResult{Nodes: 1000, Pods: 1000, Reclaimed: phaseResult{Kind: "reclaimed", PodsPerSecond: 90}, Native: phaseResult{Kind: "native", PodsPerSecond: 100}}
+	sched := &schedulerResult{Topology: topologyExtender, Nodes: 1000, Pods: 1000, Reclaimed: phaseResult{Kind: "reclaimed", PodsPerSecond: 90}, Native: phaseResult{Kind: "native", PodsPerSecond: 100}}
 	got := map[string]string{}
 	rss := &rssResult{Nodes: 5000, Pods: 150000, SumRSSMB: 350, PublisherCycles: 10, PublisherCPUPerCycle: 0.4}
 	scale := &scaleResult{Nodes: 1000, Pods: 20000, PublisherCycles: 12, PublisherCPU: 0.2,
 		Processes: []scaleProcess{{Role: "publisher", EndPeakMiB: 90}, {Role: "extender", EndPeakMiB: 85}}}
-	low := &schedulerResult{Nodes: 1000, Pods: 1000, Reclaimed: phaseResult{Kind: "reclaimed", PodsPerSecond: 50}, Native: phaseResult{Kind: "native", PodsPerSecond: 100}}
-	for _, r := range buildRows(lines, wh, []*schedulerResult{sched, low, nil}, rss, scale, map[string]string{"scheduler": "cluster failed to start"}) {
+	low := &schedulerResult{Topology: topologyExtender, Nodes: 1000, Pods: 1000, Reclaimed: phaseResult{Kind: "reclaimed", PodsPerSecond: 50}, Native: phaseResult{Kind: "native", PodsPerSecond: 100}}
+	plugin := []*schedulerResult{pluginRun(0.99, 0.1), pluginRun(1, 0.1), pluginRun(0.97, 0.1), pluginRun(0.98, 0.1), pluginRun(1.01, 0.1)}
+	notes := map[string]string{}
+	for _, r := range buildRows(lines, wh, []p2Set{{Topology: topologyExtender, Runs: []*schedulerResult{sched, low, nil}}, {Topology: topologyPlugin, Runs: plugin}},
+		rss, scale, map[string]string{"scheduler": "cluster failed to start"}) {
 		got[r.What] = r.Status
+		notes[r.What] = r.Note
+	}
+	// A plugin run's row says what ran and leaves out the extender, which did not.
+	pluginRow := "scheduling throughput, plugin topology: reclaimed pods via the plugin scheduler vs native pods, run 1 of 5 (info), 1000 kwok nodes, 1000 pods each"
+	if n := notes[pluginRow]; !strings.Contains(n, "kube-reclaim-scheduler (kube-scheduler with the placement plugin)") || strings.Contains(n, "extender") {
+		t.Errorf("plugin run's note %q: want the binary named and no extender", n)
 	}
 	for what, want := range map[string]string{
-		"webhook max throughput, HTTPS keep-alive, ~33 KB review":                                                               statusPass,
-		"webhook p99 latency at 2000 reviews/s":                                                                                 statusPass,
-		"webhook handler CPU per review (BenchmarkHandler/patch)":                                                               statusPass,
-		"scheduling throughput: reclaimed pods via extender vs native pods, run 1 of 3 (info), 1000 kwok nodes, 1000 pods each": statusInfo,
-		"scheduling throughput: reclaimed pods via extender vs native pods, run 2 of 3 (info), 1000 kwok nodes, 1000 pods each": statusInfo,
-		"scheduling throughput: reclaimed pods via extender vs native pods, run 3 of 3 (info)":                                  statusMissing,
+		"webhook max throughput, HTTPS keep-alive, ~33 KB review": statusPass,
+		"webhook p99 latency at 2000 reviews/s":                   statusPass,
+		"webhook handler CPU per review (BenchmarkHandler/patch)": statusPass,
+		"scheduling throughput, extender topology: reclaimed pods via extender vs native pods, run 1 of 3 (info), 1000 kwok nodes, 1000 pods each": statusInfo,
+		"scheduling throughput, extender topology: reclaimed pods via extender vs native pods, run 2 of 3 (info), 1000 kwok nodes, 1000 pods each": statusInfo,
+		"scheduling throughput, extender topology: reclaimed pods via extender vs native pods, run 3 of 3 (info)":                                  statusMissing,
 		// Two runs measured of the five the goal's median is of.
-		"scheduling throughput, reclaimed pods via extender / native pods, median of 3 consecutive runs, 1000 kwok nodes, 1000 pods per phase": statusMissing,
-		"extender filter+prioritize server time p99, 500 names, 30 pods/node":                                                                  statusPass,
-		"extender filter+prioritize server time p99, 5000 names, 30 pods/node":                                                                 statusFail,
-		"publisher process CPU per cycle, 5000 nodes / 150,000 pods, decoding included":                                                        statusPass,
-		"publisher peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":                                                statusPass,
-		"extender peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":                                                 statusFail,
-		"publisher process CPU per cycle, real API server, 1000 kwok nodes / 20000 pods":                                                       statusFail,
-		"publisher API writes per node per refresh interval, usage noise ±10%":                                                                 statusFail,
-		"publisher API writes per node per refresh interval, usage noise ±3%":                                                                  statusMissing,
+		"scheduling throughput, extender topology: reclaimed pods via extender / native pods, median of 3 consecutive runs, 1000 kwok nodes, 1000 pods per phase": statusMissing,
+		pluginRow: statusInfo,
+		// Five runs, median 0.99 against the plugin's 0.98.
+		"scheduling throughput, plugin topology: reclaimed pods via the plugin scheduler / native pods, median of 5 consecutive runs, 1000 kwok nodes, 1000 pods per phase": statusPass,
+		"extender filter+prioritize server time p99, 500 names, 30 pods/node":                                                                                               statusPass,
+		"extender filter+prioritize server time p99, 5000 names, 30 pods/node":                                                                                              statusFail,
+		"publisher process CPU per cycle, 5000 nodes / 150,000 pods, decoding included":                                                                                     statusPass,
+		"publisher peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":                                                                             statusPass,
+		"extender peak RSS (start-up included), real API server, 1000 kwok nodes / 20000 pods":                                                                              statusFail,
+		"publisher process CPU per cycle, real API server, 1000 kwok nodes / 20000 pods":                                                                                    statusFail,
+		"publisher API writes per node per refresh interval, usage noise ±10%":                                                                                              statusFail,
+		"publisher API writes per node per refresh interval, usage noise ±3%":                                                                                               statusMissing,
 	} {
 		if got[what] != want {
 			t.Errorf("%q: status %q, want %q (rows: %v)", what, got[what], want, got)

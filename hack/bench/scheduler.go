@@ -26,10 +26,12 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	configv1 "k8s.io/kube-scheduler/config/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/extender"
@@ -52,6 +54,24 @@ type schedulerConfig struct {
 	// runs: consecutive runs, each on a new cluster; P2 is judged on the
 	// median of their ratios.
 	runs int
+	// topologies: comma-separated topology names, each measured runs times.
+	topologies string
+}
+
+// parseTopologies reads the -topologies flag: known names, each once.
+func parseTopologies(s string) ([]topology, error) {
+	var out []topology
+	for _, name := range strings.Split(s, ",") {
+		t := topology(strings.TrimSpace(name))
+		if !slices.Contains(topologies, t) {
+			return nil, fmt.Errorf("-topologies: unknown topology %q (known: %v)", name, topologies)
+		}
+		if slices.Contains(out, t) {
+			return nil, fmt.Errorf("-topologies: %q named twice", t)
+		}
+		out = append(out, t)
+	}
+	return out, nil
 }
 
 func (c *schedulerConfig) flags(fs *flag.FlagSet) {
@@ -67,6 +87,7 @@ func (c *schedulerConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.rounds, "abba-rounds", 2, "A B B A rounds per run: the machine's speed varies from one 10-s phase to the next by more than what the extender adds, so each kind is timed 2×rounds times")
 	fs.BoolVar(&c.reclaimedFirst, "reclaimed-first", false, "time the phases reclaimed, native, native, reclaimed instead of native, reclaimed, reclaimed, native")
 	fs.IntVar(&c.runs, "scheduler-runs", goals.SchedulingRatio.MedianOf, "consecutive runs, each on a new cluster; the P2 goal is on the median of their ratios (it asks for "+strconv.Itoa(goals.SchedulingRatio.MedianOf)+"; fewer leave it unjudged)")
+	fs.StringVar(&c.topologies, "topologies", string(topologyExtender)+","+string(topologyPlugin), "the topologies measured, comma-separated: extender (upstream kube-scheduler and the extender process) and plugin (kube-reclaim-scheduler, the placement plugin built in); each makes -scheduler-runs runs, taken in turns")
 	fs.StringVar(&c.profileDir, "profile-dir", "", "if set, write kube-scheduler's CPU profile (the first 4s) and execution trace (the next 2s) of each timed phase there, and the extender's CPU profile (the first 8s; the extender then runs as hack/bench/pprofwrap, the same code with a profiler on loopback)")
 }
 
@@ -113,10 +134,11 @@ type phaseResult struct {
 }
 
 type schedulerResult struct {
-	Nodes       int `json:"nodes"`
-	Pods        int `json:"pods"`
-	Workers     int `json:"workers"`
-	ExtenderQPS int `json:"extenderQps"`
+	Topology    topology `json:"topology"`
+	Nodes       int      `json:"nodes"`
+	Pods        int      `json:"pods"`
+	Workers     int      `json:"workers"`
+	ExtenderQPS int      `json:"extenderQps"`
 	// PercentageOfNodesToScore is the reclaimed pods' profile's.
 	PercentageOfNodesToScore int32 `json:"percentageOfNodesToScore"`
 	// Native and Reclaimed merge the timed phases of each kind
@@ -135,6 +157,7 @@ const benchNS = "bench"
 
 type schedBench struct {
 	cfg    schedulerConfig
+	topo   topology
 	out    io.Writer
 	start  time.Time
 	c      *cluster.Cluster
@@ -156,36 +179,53 @@ func (b *schedBench) step(format string, args ...any) {
 	fmt.Fprintf(b.out, "[%6.1fs] %s\n", time.Since(b.start).Seconds(), fmt.Sprintf(format, args...))
 }
 
-// runSchedulerRuns is `bench scheduler`: cfg.runs consecutive runs, each on
-// a new cluster, then P2 judged on the median of their ratios. A run that
-// fails counts as not measured and the next one goes on; the error names
-// every failed run.
-func runSchedulerRuns(ctx context.Context, cfg schedulerConfig, out io.Writer) ([]*schedulerResult, p2Judgement, error) {
+// runSchedulerRuns is `bench scheduler`: for each topology, cfg.runs
+// consecutive runs, each on a new cluster, then P2 judged on the median of
+// their ratios. The topologies take turns (run 1 of each, then run 2 of
+// each, ...), so that what the machine does over the whole bench falls on
+// all of them alike. A run that fails counts as not measured and the next
+// one goes on; the error names every failed run.
+func runSchedulerRuns(ctx context.Context, cfg schedulerConfig, out io.Writer) ([]p2Set, error) {
+	topos, err := parseTopologies(cfg.topologies)
+	if err != nil {
+		return nil, err
+	}
 	n := max(cfg.runs, 1)
-	var (
-		runs []*schedulerResult
-		errs []error
-	)
-	for i := range n {
-		section(out, fmt.Sprintf("P2 scheduler throughput, run %d of %d", i+1, n))
-		r, err := runScheduler(ctx, cfg, out)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("run %d of %d: %w", i+1, n, err))
-			fmt.Fprintln(out, "error:", err)
+	sets := make([]p2Set, len(topos))
+	var errs []error
+	judge := func() []p2Judgement {
+		js := make([]p2Judgement, len(sets))
+		for k := range sets {
+			sets[k].P2 = judgeP2(sets[k].Topology, sets[k].Runs)
+			js[k] = sets[k].P2
 		}
-		runs = append(runs, r)
-		if ctx.Err() != nil {
-			return runs, judgeP2(runs), ctx.Err()
+		return js
+	}
+	for k, t := range topos {
+		sets[k].Topology = t
+	}
+	for i := range n {
+		for k, t := range topos {
+			section(out, fmt.Sprintf("P2 scheduler throughput, %s topology, run %d of %d", t, i+1, n))
+			r, err := runScheduler(ctx, cfg, t, out)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s topology, run %d of %d: %w", t, i+1, n, err))
+				fmt.Fprintln(out, "error:", err)
+			}
+			sets[k].Runs = append(sets[k].Runs, r)
+			if ctx.Err() != nil {
+				judge()
+				return sets, ctx.Err()
+			}
 		}
 	}
-	j := judgeP2(runs)
-	printP2(out, j)
-	return runs, j, errors.Join(errs...)
+	printP2(out, judge())
+	return sets, errors.Join(errs...)
 }
 
-// runScheduler is one run of `bench scheduler`.
-func runScheduler(ctx context.Context, cfg schedulerConfig, out io.Writer) (*schedulerResult, error) {
-	b := &schedBench{cfg: cfg, out: out, start: time.Now(), names: reclaimable.MustNames(reclaimable.DefaultDomain),
+// runScheduler is one run of `bench scheduler` on topology t.
+func runScheduler(ctx context.Context, cfg schedulerConfig, t topology, out io.Writer) (*schedulerResult, error) {
+	b := &schedBench{cfg: cfg, topo: t, out: out, start: time.Now(), names: reclaimable.MustNames(reclaimable.DefaultDomain),
 		bound: map[types.UID]time.Time{}, boundCh: make(chan struct{}, 1), profiles: map[string]int{}}
 	defer func() {
 		if b.c != nil {
@@ -202,53 +242,25 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(tmp)
-	b.step("P2 scheduler throughput: %d kwok nodes, %d pods per kind, %d creators", cfg.nodes, cfg.pods, cfg.workers)
-	bin, err := stack.BuildBinary(ctx, tmp)
-	if err != nil {
-		return nil, err
-	}
-	var extEnv []string
-	if cfg.profileDir != "" {
-		// The same code with a profiler on loopback (pprofwrap).
-		if bin, b.extPprof, err = buildProfiled(ctx, tmp); err != nil {
-			return nil, err
-		}
-		extEnv = append(extEnv, pprofEnv+"="+b.extPprof)
-	}
+	b.step("P2 scheduler throughput, %s topology: %d kwok nodes, %d pods per kind, %d creators", b.topo, cfg.nodes, cfg.pods, cfg.workers)
 	if _, err := cluster.EnsureBinaries(ctx, b.out); err != nil {
 		return nil, err
 	}
-	extPort, err := cluster.FreePort()
+	// Both topologies: native pods take the default profile and reclaimed
+	// pods the shipped kube-reclaim-scheduler profile of one scheduler
+	// process, so the ratio is of one binary's two profiles.
+	var sched schedulerSetup
+	if b.topo == topologyPlugin {
+		sched, err = b.pluginSetup(ctx)
+	} else {
+		sched, err = b.extenderSetup(ctx, tmp)
+	}
 	if err != nil {
 		return nil, err
 	}
-	healthPort, err := cluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	metricsPort, err := cluster.FreePort()
-	if err != nil {
-		return nil, err
-	}
-	extCfg, err := extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", extPort), reclaimable.DefaultDomain)
-	if err != nil {
-		return nil, err
-	}
-	// Native pods take the default profile; reclaimed pods the shipped
-	// kube-reclaim-scheduler profile, as a cluster that adds it to its own
-	// scheduler runs them.
-	reclaimedProfile, err := extender.ReclaimedProfile(extender.SchedulerName, reclaimable.DefaultDomain, extender.StrategySpread)
-	if err != nil {
-		return nil, err
-	}
-	profiles, err := extender.ProfilesYAML(extender.DefaultProfile(corev1.DefaultSchedulerName), reclaimedProfile)
-	if err != nil {
-		return nil, err
-	}
-	schedCfg := profiles + extCfg
-	b.step("starting etcd, kube-apiserver, controller-manager, kube-scheduler (profiles %s with percentageOfNodesToScore %d, and %s; extender configured), kwok; no metrics-server",
-		extender.SchedulerName, extender.PercentageOfNodesToScore, corev1.DefaultSchedulerName)
-	b.c, err = cluster.Start(ctx, cluster.Options{NoMetricsServer: true, SchedulerConfig: schedCfg, HeartbeatInterval: cfg.heartbeat})
+	b.step("starting etcd, kube-apiserver, controller-manager, %s as kube-scheduler (profiles %s with percentageOfNodesToScore %d, and %s; %s), kwok; no metrics-server",
+		sched.binaryName, extender.SchedulerName, sched.percentage, corev1.DefaultSchedulerName, sched.placement)
+	b.c, err = cluster.Start(ctx, cluster.Options{NoMetricsServer: true, SchedulerBinary: sched.binary, SchedulerConfig: sched.config, HeartbeatInterval: cfg.heartbeat})
 	if err != nil {
 		return nil, err
 	}
@@ -272,23 +284,11 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	}
 	b.step("annotated every node with fresh reclaimable room (32 cores, 128 GiB), in capacity and allocatable too (as the node webhook puts it there; the profile scores it)")
 
-	dep, err := stack.LoadDeployed("default")
-	if err != nil {
-		return nil, err
+	if sched.extender != nil {
+		if err := b.startExtender(ctx, sched.extender); err != nil {
+			return nil, err
+		}
 	}
-	args := append([]string{stack.Extender, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[stack.Extender]...)
-	args = append(args, fmt.Sprintf("--listen-address=127.0.0.1:%d", extPort), fmt.Sprintf("--health-address=127.0.0.1:%d", healthPort),
-		fmt.Sprintf("--metrics-address=127.0.0.1:%d", metricsPort),
-		// No publisher runs: the annotation's write time alone bounds staleness.
-		"--publisher-lease-name=",
-		fmt.Sprintf("--kube-api-qps=%d", cfg.extenderQPS), fmt.Sprintf("--kube-api-burst=%d", 2*cfg.extenderQPS))
-	if err := c.StartProcessWithEnv(stack.Extender, bin, append(slices.Clone(dep.Env[stack.Extender]), extEnv...), args...); err != nil {
-		return nil, err
-	}
-	if err := waitReady(ctx, c, stack.Extender, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort), 2*time.Minute); err != nil {
-		return nil, err
-	}
-	b.step("extender running as deploy/default configures it: %v kube-reclaim %v", dep.Env[stack.Extender], args[1:])
 
 	if _, err := b.client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
 		return nil, err
@@ -319,7 +319,10 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 			return nil, err
 		}
 	}
-	res := &schedulerResult{Nodes: cfg.nodes, Pods: cfg.pods, Workers: cfg.workers, ExtenderQPS: cfg.extenderQPS, PercentageOfNodesToScore: extender.PercentageOfNodesToScore}
+	res := &schedulerResult{Topology: b.topo, Nodes: cfg.nodes, Pods: cfg.pods, Workers: cfg.workers, PercentageOfNodesToScore: sched.percentage}
+	if sched.extender != nil {
+		res.ExtenderQPS = cfg.extenderQPS
+	}
 	// Each kind is timed in rounds of A B B A: the first timed phase of a
 	// run was the slow one whichever kind it was (docs/benchmarks.md, P2),
 	// so a single phase each measured the order as much as the extender.
@@ -334,7 +337,12 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		order = append(order, abba...)
 	}
 	var phases [2][]phaseResult // by kind: native, reclaimed
-	metricsURL := metricsTarget{url: fmt.Sprintf("https://127.0.0.1:%d/metrics", metricsPort), token: stack.AdminToken(c)}
+	// The extender's request and node-count histograms; the plugin answers
+	// in process and has no calls to count.
+	var extMetrics *metricsTarget
+	if sched.extender != nil {
+		extMetrics = &metricsTarget{url: fmt.Sprintf("https://127.0.0.1:%d/metrics", sched.extender.metricsPort), token: stack.AdminToken(c)}
+	}
 	idleFrom, idleStart := b.processCPU(), time.Now()
 	select {
 	case <-ctx.Done():
@@ -344,7 +352,10 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	res.BackgroundCores = cpuRate(idleFrom, b.processCPU(), time.Since(idleStart))
 	b.step("background CPU with no pod scheduled, over %s: %.2f cores", backgroundWindow, res.BackgroundCores["all"])
 	for i, reclaimed := range order {
-		before, _ := scrape(ctx, metricsURL)
+		var before map[string]*dto.MetricFamily
+		if extMetrics != nil && reclaimed {
+			before, _ = scrape(ctx, *extMetrics)
+		}
 		algoBefore, _ := b.algorithmTime(ctx)
 		apiBefore, apiErr := b.apiCounts(ctx)
 		cpuBefore, machineBefore, phaseStart := b.processCPU(), readMachineCPU(), time.Now()
@@ -362,9 +373,11 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 		if apiAfter, err := b.apiCounts(ctx); err == nil && apiErr == nil {
 			p.APIPerPod = perPod(apiBefore, apiAfter, p.Bound)
 		}
-		if after, err := scrape(ctx, metricsURL); err == nil && reclaimed {
-			p.ExtenderMeanMs = meanDelta(verbTimes(before, extenderDurationMetric, "route"), verbTimes(after, extenderDurationMetric, "route"), 1000)
-			p.NodesPerCall = meanDelta(verbTimes(before, nodesPerCallMetric, "verb"), verbTimes(after, nodesPerCallMetric, "verb"), 1)
+		if extMetrics != nil && reclaimed {
+			if after, err := scrape(ctx, *extMetrics); err == nil {
+				p.ExtenderMeanMs = meanDelta(verbTimes(before, extenderDurationMetric, "route"), verbTimes(after, extenderDurationMetric, "route"), 1000)
+				p.NodesPerCall = meanDelta(verbTimes(before, nodesPerCallMetric, "verb"), verbTimes(after, nodesPerCallMetric, "verb"), 1)
+			}
 		}
 		if algoAfter, err := b.algorithmTime(ctx); err == nil {
 			p.AlgorithmMeanMs = meanDelta(map[string]verbTime{"": algoBefore}, map[string]verbTime{"": algoAfter}, 1000)[""]
@@ -477,7 +490,11 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 		row(p.Kind+" (both)", p, false)
 	}
 	fmt.Fprintln(out, "idle and steal: the machine's idle and stolen CPU during the phase, in cores")
-	fmt.Fprintf(out, "ratio reclaimed/native: %.2f (goal %s); %d nodes, extender --kube-api-qps=%d\n", r.Ratio, goals.SchedulingRatio, r.Nodes, r.ExtenderQPS)
+	fmt.Fprintf(out, "%s topology: ratio reclaimed/native: %.2f (goal %s); %d nodes", r.Topology, r.Ratio, r.Topology.goal(), r.Nodes)
+	if r.ExtenderQPS > 0 {
+		fmt.Fprintf(out, ", extender --kube-api-qps=%d", r.ExtenderQPS)
+	}
+	fmt.Fprintln(out)
 	fmt.Fprintf(out, "kube-scheduler mean scheduling algorithm time per pod (the serial part of its cycle): reclaimed %.2f ms, native %.2f ms\n",
 		r.Reclaimed.AlgorithmMeanMs, r.Native.AlgorithmMeanMs)
 	if m := r.Reclaimed.ExtenderMeanMs; len(m) > 0 {
@@ -527,17 +544,19 @@ func (b *schedBench) profileScheduler(ctx context.Context, reclaimed bool) func(
 	var g errgroup.Group
 	n := b.profiles[kind]
 	b.profiles[kind]++
-	g.Go(func() error {
-		body, err := httpGet(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=8", b.extPprof))
-		if err != nil {
-			return fmt.Errorf("extender profile: %w", err)
-		}
-		return os.WriteFile(filepath.Join(b.cfg.profileDir, fmt.Sprintf("extender-%s-%d.pprof", kind, n+1)), body, 0o644)
-	})
+	if b.extPprof != "" {
+		g.Go(func() error {
+			body, err := httpGet(ctx, fmt.Sprintf("http://%s/debug/pprof/profile?seconds=8", b.extPprof))
+			if err != nil {
+				return fmt.Errorf("extender profile: %w", err)
+			}
+			return os.WriteFile(filepath.Join(b.cfg.profileDir, fmt.Sprintf("extender-%s-%d.pprof", kind, n+1)), body, 0o644)
+		})
+	}
 	g.Go(func() error {
 		for _, get := range []struct{ path, file string }{
-			{"/debug/pprof/profile?seconds=4", "kube-scheduler-" + kind + ".pprof"},
-			{"/debug/pprof/trace?seconds=2", "kube-scheduler-" + kind + ".trace"},
+			{"/debug/pprof/profile?seconds=4", "kube-scheduler-" + string(b.topo) + "-" + kind + ".pprof"},
+			{"/debug/pprof/trace?seconds=2", "kube-scheduler-" + string(b.topo) + "-" + kind + ".trace"},
 		} {
 			body, err := b.c.SchedulerGet(ctx, get.path)
 			if err != nil {
@@ -1086,4 +1105,152 @@ func httpGet(ctx context.Context, url string) ([]byte, error) {
 		return nil, fmt.Errorf("GET %s: %s: %s", url, resp.Status, body)
 	}
 	return body, nil
+}
+
+// schedulerSetup is how a topology's scheduler process runs: the binary in
+// kube-scheduler's place (empty: upstream kube-scheduler), its extra
+// configuration, and the extender beside it, if any.
+type schedulerSetup struct {
+	binary, binaryName, config string
+	// percentage is the reclaimed profile's percentageOfNodesToScore.
+	percentage int32
+	// placement says how reclaimed pods are placed, for the log.
+	placement string
+	extender  *extenderProcess
+}
+
+// extenderProcess is the extender topology's kube-reclaim process.
+type extenderProcess struct {
+	bin                           string
+	env                           []string
+	port, healthPort, metricsPort int
+}
+
+// extenderSetup builds kube-reclaim and configures upstream kube-scheduler
+// with the shipped profile and the extender, as deploy/default does.
+func (b *schedBench) extenderSetup(ctx context.Context, tmp string) (schedulerSetup, error) {
+	bin, err := stack.BuildBinary(ctx, tmp)
+	if err != nil {
+		return schedulerSetup{}, err
+	}
+	ext := &extenderProcess{bin: bin}
+	if b.cfg.profileDir != "" {
+		// The same code with a profiler on loopback (pprofwrap).
+		if ext.bin, b.extPprof, err = buildProfiled(ctx, tmp); err != nil {
+			return schedulerSetup{}, err
+		}
+		ext.env = append(ext.env, pprofEnv+"="+b.extPprof)
+	}
+	for _, port := range []*int{&ext.port, &ext.healthPort, &ext.metricsPort} {
+		if *port, err = cluster.FreePort(); err != nil {
+			return schedulerSetup{}, err
+		}
+	}
+	extCfg, err := extender.ExtenderConfigYAML(fmt.Sprintf("http://127.0.0.1:%d", ext.port), reclaimable.DefaultDomain)
+	if err != nil {
+		return schedulerSetup{}, err
+	}
+	reclaimedProfile, err := extender.ReclaimedProfile(extender.SchedulerName, reclaimable.DefaultDomain, extender.StrategySpread)
+	if err != nil {
+		return schedulerSetup{}, err
+	}
+	profiles, err := extender.ProfilesYAML(extender.DefaultProfile(corev1.DefaultSchedulerName), reclaimedProfile)
+	if err != nil {
+		return schedulerSetup{}, err
+	}
+	return schedulerSetup{binaryName: cluster.Scheduler, config: profiles + extCfg, percentage: extender.PercentageOfNodesToScore,
+		placement: "extender configured", extender: ext}, nil
+}
+
+// pluginSetup configures kube-reclaim-scheduler (built once into the
+// binary cache) with pluginProfiles.
+func (b *schedBench) pluginSetup(ctx context.Context) (schedulerSetup, error) {
+	bin, err := cluster.EnsurePluginScheduler(ctx, b.out)
+	if err != nil {
+		return schedulerSetup{}, err
+	}
+	profiles, percentage, err := pluginProfiles()
+	if err != nil {
+		return schedulerSetup{}, err
+	}
+	return schedulerSetup{binary: bin, binaryName: "kube-reclaim-scheduler", config: profiles, percentage: percentage,
+		placement: "the placement plugin as deploy/" + stack.PluginOverlay + " configures it, no extender"}, nil
+}
+
+// pluginProfiles is the plugin topology's `profiles:`: the default profile
+// for native pods beside deploy/plugin-scheduler's profile for reclaimed
+// ones, with no publisher Lease to wait for; and that profile's
+// percentageOfNodesToScore.
+func pluginProfiles() (string, int32, error) {
+	profile, err := stack.PluginSchedulerProfile()
+	if err != nil {
+		return "", 0, err
+	}
+	if profile.SchedulerName == nil || *profile.SchedulerName != extender.SchedulerName {
+		return "", 0, fmt.Errorf("deploy/%s's profile is %v, the bench's reclaimed pods ask for %s", stack.PluginOverlay, profile.SchedulerName, extender.SchedulerName)
+	}
+	// No publisher runs: the annotation's write time alone bounds
+	// staleness (the extender topology's --publisher-lease-name=).
+	if err := setPluginArg(&profile, "publisherLeaseName", "-"); err != nil {
+		return "", 0, err
+	}
+	profiles, err := extender.ProfilesYAML(extender.DefaultProfile(corev1.DefaultSchedulerName), profile)
+	if err != nil {
+		return "", 0, err
+	}
+	var percentage int32
+	if profile.PercentageOfNodesToScore != nil {
+		percentage = *profile.PercentageOfNodesToScore
+	}
+	return profiles, percentage, nil
+}
+
+// pluginName is the placement plugin's name in a profile.
+const pluginName = "KubeReclaim"
+
+// setPluginArg sets one of the placement plugin's args in profile.
+func setPluginArg(profile *configv1.KubeSchedulerProfile, key string, value any) error {
+	for i, pc := range profile.PluginConfig {
+		if pc.Name != pluginName {
+			continue
+		}
+		args := map[string]any{}
+		if len(pc.Args.Raw) > 0 {
+			if err := json.Unmarshal(pc.Args.Raw, &args); err != nil {
+				return fmt.Errorf("%s args: %w", pluginName, err)
+			}
+		}
+		args[key] = value
+		raw, err := json.Marshal(args)
+		if err != nil {
+			return err
+		}
+		profile.PluginConfig[i].Args = runtime.RawExtension{Raw: raw}
+		return nil
+	}
+	return fmt.Errorf("the profile has no %s args", pluginName)
+}
+
+// startExtender runs the extender as deploy/default configures it, with
+// this machine's addresses, and waits until it is ready.
+func (b *schedBench) startExtender(ctx context.Context, ext *extenderProcess) error {
+	c := b.c
+	dep, err := stack.LoadDeployed("default")
+	if err != nil {
+		return err
+	}
+	args := append([]string{stack.Extender, "--kubeconfig=" + c.Kubeconfig()}, dep.Args[stack.Extender]...)
+	args = append(args, fmt.Sprintf("--listen-address=127.0.0.1:%d", ext.port), fmt.Sprintf("--health-address=127.0.0.1:%d", ext.healthPort),
+		fmt.Sprintf("--metrics-address=127.0.0.1:%d", ext.metricsPort),
+		// No publisher runs: the annotation's write time alone bounds staleness.
+		"--publisher-lease-name=",
+		fmt.Sprintf("--kube-api-qps=%d", b.cfg.extenderQPS), fmt.Sprintf("--kube-api-burst=%d", 2*b.cfg.extenderQPS))
+	if err := c.StartProcessWithEnv(stack.Extender, ext.bin, append(slices.Clone(dep.Env[stack.Extender]), ext.env...), args...); err != nil {
+		return err
+	}
+	if err := waitReady(ctx, c, stack.Extender, fmt.Sprintf("http://127.0.0.1:%d/readyz", ext.healthPort), 2*time.Minute); err != nil {
+		return err
+	}
+	b.step("extender running as deploy/default configures it: %v kube-reclaim %v", dep.Env[stack.Extender], args[1:])
+	return nil
 }

@@ -1,12 +1,19 @@
 package main
 
 import (
+	"encoding/json"
 	"maps"
 	"math"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	configv1 "k8s.io/kube-scheduler/config/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/kube-reclaim/kube-reclaim/extender"
 )
 
 func TestVerbTimesSumsCodesPerRoute(t *testing.T) {
@@ -173,5 +180,50 @@ func TestMergePhasesRatesBothPhasesTogether(t *testing.T) {
 	}
 	if z := mergePhases(nil); z.Pods != 0 || z.Kind != "" || z.CPUPerPodMs != nil {
 		t.Errorf("no phase merges to the zero result, got %+v", z)
+	}
+}
+
+// The plugin topology schedules native pods on the default profile and
+// reclaimed pods on the deployed plugin profile, in one process, with the
+// publisher Lease check off (no publisher runs) and the rest of the
+// plugin's deployed args kept.
+func TestPluginProfilesAreTheDeployedOneBesideTheDefault(t *testing.T) {
+	cfg, percentage, err := pluginProfiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Profiles []configv1.KubeSchedulerProfile `json:"profiles"`
+	}
+	if err := yaml.UnmarshalStrict([]byte(cfg), &got); err != nil {
+		t.Fatalf("%v:\n%s", err, cfg)
+	}
+	if len(got.Profiles) != 2 || *got.Profiles[0].SchedulerName != corev1.DefaultSchedulerName || *got.Profiles[1].SchedulerName != extender.SchedulerName {
+		t.Fatalf("profiles %s, want %s and %s", cfg, corev1.DefaultSchedulerName, extender.SchedulerName)
+	}
+	if got.Profiles[0].Plugins != nil || len(got.Profiles[0].PluginConfig) != 0 {
+		t.Errorf("the native pods' profile is not kube-scheduler's default: %s", cfg)
+	}
+	if percentage != 5 || got.Profiles[1].PercentageOfNodesToScore == nil || *got.Profiles[1].PercentageOfNodesToScore != percentage {
+		t.Errorf("percentageOfNodesToScore %d, profile %v; want the deployed 5 in both", percentage, got.Profiles[1].PercentageOfNodesToScore)
+	}
+	var args map[string]any
+	for _, pc := range got.Profiles[1].PluginConfig {
+		if pc.Name == pluginName {
+			if err := json.Unmarshal(pc.Args.Raw, &args); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if args["publisherLeaseName"] != "-" || args["strategy"] != "spread" || args["resourceDomain"] != "kube-reclaim.io" {
+		t.Errorf("plugin args %v: want the Lease check off and the deployed strategy and domain kept", args)
+	}
+}
+
+func TestSetPluginArgRefusesAProfileWithoutThePlugin(t *testing.T) {
+	name := "x"
+	p := configv1.KubeSchedulerProfile{SchedulerName: &name}
+	if err := setPluginArg(&p, "publisherLeaseName", "-"); err == nil || !strings.Contains(err.Error(), "no KubeReclaim args") {
+		t.Errorf("setPluginArg on a profile without the plugin: %v", err)
 	}
 }

@@ -11,6 +11,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -47,6 +48,11 @@ type Options struct {
 	MetricResolution time.Duration
 	// NoScheduler leaves kube-scheduler stopped (start it with StartScheduler).
 	NoScheduler bool
+	// SchedulerBinary runs another kube-scheduler build in kube-scheduler's
+	// place, with the same flags and configuration, for example the
+	// kube-reclaim-scheduler of EnsurePluginScheduler. Empty: the cached
+	// upstream kube-scheduler.
+	SchedulerBinary string
 	// SchedulerConfig is extra top-level KubeSchedulerConfiguration YAML, for
 	// example an `extenders:` list.
 	SchedulerConfig string
@@ -452,7 +458,7 @@ leaderElection:
 			"--config=" + f("scheduler.yaml"),
 			"--authentication-kubeconfig=" + c.kubeconfig, "--authorization-kubeconfig=" + c.kubeconfig,
 			"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port),
-		}, c.bins.Scheduler, nil
+		}, cmp.Or(c.opts.SchedulerBinary, c.bins.Scheduler), nil
 	case Kwok:
 		return []string{
 			"--kubeconfig=" + c.kubeconfig, "--config=" + f("kwok.yaml"),

@@ -1,8 +1,11 @@
 package stack
 
 import (
+	"slices"
 	"strings"
 	"testing"
+
+	configv1 "k8s.io/kube-scheduler/config/v1"
 )
 
 // The stack runs what deploy/ deploys: the arguments, the environment and
@@ -48,4 +51,27 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// The plugin topology's benchmark schedules on the deployed profile: the
+// plugin at every extension point it implements, no extender.
+func TestPluginSchedulerProfileIsTheDeployedOne(t *testing.T) {
+	p, err := PluginSchedulerProfile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.SchedulerName == nil || *p.SchedulerName != "kube-reclaim-scheduler" {
+		t.Errorf("profile name %v, want kube-reclaim-scheduler", p.SchedulerName)
+	}
+	if p.Plugins == nil {
+		t.Fatal("the profile enables no plugin")
+	}
+	for point, set := range map[string]configv1.PluginSet{"preFilter": p.Plugins.PreFilter, "filter": p.Plugins.Filter, "score": p.Plugins.Score, "reserve": p.Plugins.Reserve} {
+		if !slices.ContainsFunc(set.Enabled, func(pl configv1.Plugin) bool { return pl.Name == "KubeReclaim" }) {
+			t.Errorf("%s does not enable KubeReclaim: %+v", point, set.Enabled)
+		}
+	}
+	if !slices.ContainsFunc(p.PluginConfig, func(a configv1.PluginConfig) bool { return a.Name == "KubeReclaim" && len(a.Args.Raw) > 0 }) {
+		t.Errorf("no KubeReclaim args in %+v", p.PluginConfig)
+	}
 }
