@@ -258,7 +258,7 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	b.step("starting etcd, kube-apiserver, controller-manager, %s as kube-scheduler (profiles %s with percentageOfNodesToScore %d, and %s; %s), kwok; no metrics-server",
+	b.step("starting etcd, kube-apiserver, controller-manager, %s (profiles %s with percentageOfNodesToScore %d, and %s; %s), kwok; no metrics-server",
 		sched.binaryName, extender.SchedulerName, sched.percentage, corev1.DefaultSchedulerName, sched.placement)
 	b.c, err = cluster.Start(ctx, cluster.Options{NoMetricsServer: true, SchedulerBinary: sched.binary, SchedulerConfig: sched.config, HeartbeatInterval: cfg.heartbeat})
 	if err != nil {
@@ -1111,6 +1111,7 @@ func httpGet(ctx context.Context, url string) ([]byte, error) {
 // kube-scheduler's place (empty: upstream kube-scheduler), its extra
 // configuration, and the extender beside it, if any.
 type schedulerSetup struct {
+	// binaryName names the scheduler process for the log.
 	binary, binaryName, config string
 	// percentage is the reclaimed profile's percentageOfNodesToScore.
 	percentage int32
@@ -1173,7 +1174,7 @@ func (b *schedBench) pluginSetup(ctx context.Context) (schedulerSetup, error) {
 	if err != nil {
 		return schedulerSetup{}, err
 	}
-	return schedulerSetup{binary: bin, binaryName: "kube-reclaim-scheduler", config: profiles, percentage: percentage,
+	return schedulerSetup{binary: bin, binaryName: "kube-reclaim-scheduler in kube-scheduler's place", config: profiles, percentage: percentage,
 		placement: "the placement plugin as deploy/" + stack.PluginOverlay + " configures it, no extender"}, nil
 }
 
