@@ -282,7 +282,11 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 	if err := b.annotate(ctx, nodes); err != nil {
 		return nil, err
 	}
-	b.step("annotated every node with fresh reclaimable room (32 cores, 128 GiB), in capacity and allocatable too (as the node webhook puts it there; the profile scores it)")
+	scorer := "the profile's NodeResourcesFit scores it"
+	if b.topo == topologyPlugin {
+		scorer = "the plugin scores the annotation's room"
+	}
+	b.step("annotated every node with fresh reclaimable room (32 cores, 128 GiB), in capacity and allocatable too (as the node webhook puts it there; %s)", scorer)
 
 	if sched.extender != nil {
 		if err := b.startExtender(ctx, sched.extender); err != nil {
