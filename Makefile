@@ -68,7 +68,7 @@ vet: ## go vet and a gofmt check
 demo: ## Run the whole system on a local cluster and watch batch pods use reclaimed capacity (DEMO_KEEP=1 keeps it running; DEMO_REAL_NODE=1 adds a real kubelet running a batch pod, needs root)
 	$(GO) run ./hack/demo
 
-bench: ## Every performance goal of docs/design.md (P1-P4) measured next to its baseline: one table, also written to bench-results.json (~25 minutes; BENCH_FLAGS=-quick for a try-out)
+bench: ## Every performance goal of docs/design.md (P1-P4) measured next to its baseline: one table, also written to bench-results.json (about 25 minutes before P2 ran both scheduler topologies, not timed since; BENCH_FLAGS=-quick for a try-out)
 	$(GO) run ./hack/bench all -o bench-results.json $(BENCH_FLAGS)
 
 # Every fuzz target runs: the packages whose test files declare a Fuzz
