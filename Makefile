@@ -43,7 +43,7 @@ test-unit: ## Unit tests with the race detector
 test-integration: tools ## Integration tests against the real local cluster
 	$(GO) test -count=1 $(INTEGRATION_FLAGS) ./test/...
 
-tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy, kubectl, promtool; install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
+tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy, kubectl, promtool, prometheus; install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
 	$(GO) run ./hack/tools
 
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned)

@@ -22,7 +22,10 @@ const CacheEnv = "KUBE_RECLAIM_CACHE"
 
 // A tool is one wrapper module under hack/tools that pins a component.
 type tool struct {
-	name   string // directory under hack/tools
+	name string // names the cache entry and its lock
+	// dir is the wrapper module's directory under hack/tools when it is
+	// not name (several tools pinned by one go.sum).
+	dir    string
 	module string // module whose version names the cache entry
 	// ldflags are extra linker flags; they are part of the cache key.
 	ldflags string
@@ -88,6 +91,14 @@ var kubectlTool = tool{name: "kubectl", module: "k8s.io/kubernetes",
 	ldflags: kubeletTool.ldflags,
 }
 
+// wrapper is the directory of t's wrapper module under hack/tools.
+func (t tool) wrapper() string {
+	if t.dir != "" {
+		return t.dir
+	}
+	return t.name
+}
+
 // Binaries are the absolute paths of the control-plane programs.
 type Binaries struct {
 	Etcd, APIServer, ControllerManager, Scheduler, Kwok, MetricsServer string
@@ -143,7 +154,7 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (*Binaries, error) {
 	// for many minutes without output, which otherwise looks like a hang.
 	var missing []tool
 	for _, t := range tools {
-		key, err := cacheKey(t, filepath.Join(root, "hack", "tools", t.name))
+		key, err := cacheKey(t, filepath.Join(root, "hack", "tools", t.wrapper()))
 		if err != nil {
 			return nil, err
 		}
@@ -156,7 +167,7 @@ func EnsureBinaries(ctx context.Context, log io.Writer) (*Binaries, error) {
 	}
 	dirs := map[string]string{}
 	for _, t := range tools {
-		d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.name), binDir, log)
+		d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.wrapper()), binDir, log)
 		if err != nil {
 			return nil, fmt.Errorf("building %s: %w", t.name, err)
 		}
@@ -240,7 +251,7 @@ func ensureNodeTool(ctx context.Context, t tool, bin string, log io.Writer) (str
 	if err != nil {
 		return "", err
 	}
-	d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.name), filepath.Join(cache, "bin"), log)
+	d, err := ensureTool(ctx, t, filepath.Join(root, "hack", "tools", t.wrapper()), filepath.Join(cache, "bin"), log)
 	if err != nil {
 		return "", fmt.Errorf("building %s: %w", t.name, err)
 	}
