@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,11 +15,14 @@ import (
 
 	promv1 "github.com/prometheus/client_golang/api/prometheus/v1"
 	"github.com/prometheus/common/model"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -73,7 +77,8 @@ const (
 // Every recording rule returns a series; a healthy install has no alert
 // pending or firing while a broken rule fires; deleting the scheduler,
 // refusing a policy reload and stopping the publisher each fire their alert
-// within its for plus two scrape intervals.
+// within its for plus two scrape intervals (plus, for pods gone, the delay
+// before Prometheus marks their series stale).
 func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: the Prometheus test takes minutes")
@@ -157,10 +162,17 @@ func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var monitors []*unstructured.Unstructured
+	var monitors, certificates []*unstructured.Unstructured
 	var promRule *unstructured.Unstructured
-	var manifest []string
+	var namespaces, manifest []string
 	for _, o := range objs {
+		if strings.HasPrefix(o.GetAPIVersion(), "cert-manager.io/") {
+			// No cert-manager here: the test issues what it would.
+			if o.GetKind() == "Certificate" {
+				certificates = append(certificates, o)
+			}
+			continue
+		}
 		switch o.GetKind() {
 		case "PodMonitor":
 			monitors = append(monitors, o)
@@ -177,11 +189,19 @@ func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		manifest = append(manifest, string(y))
+		if o.GetKind() == "Namespace" {
+			namespaces = append(namespaces, string(y))
+		} else {
+			manifest = append(manifest, string(y))
+		}
 	}
 	if len(monitors) == 0 || promRule == nil {
 		t.Fatalf("the monitoring component renders %d PodMonitors and PrometheusRule %v", len(monitors), promRule != nil)
 	}
+	if len(namespaces) > 0 {
+		apply("namespaces.yaml", []byte(strings.Join(namespaces, "---\n")))
+	}
+	issueCertificates(t, c, certificates)
 	applied := time.Now()
 	apply("kube-reclaim.yaml", []byte(strings.Join(manifest, "---\n")))
 	waitInstalled(t, c, applied)
@@ -216,10 +236,11 @@ func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 	}
 	var tr *promserver.Translation
 	var trErr error
+	classes := scrapeClasses(t, c, objs, monitors, filepath.Join(promDir, "secrets"))
 	// The token controller fills a legacy token Secret asynchronously.
 	if took, ok := framework.Poll(time.Minute, time.Second, func() bool {
-		tr, trErr = promserver.Translate(monitors, clusterResolver{c.Client},
-			promserver.TranslateOptions{Kubeconfig: c.Kubeconfig(), Dir: filepath.Join(promDir, "secrets"), Interval: promScrapeInterval.String()})
+		tr, trErr = promserver.Translate(monitors, clusterResolver{c.Client}, promserver.TranslateOptions{Kubeconfig: c.Kubeconfig(),
+			Dir: filepath.Join(promDir, "secrets"), Interval: promScrapeInterval.String(), ScrapeClasses: classes})
 		return trErr == nil
 	}); !ok {
 		t.Fatalf("the PodMonitors do not translate after %s: %v", took, trErr)
@@ -255,7 +276,7 @@ func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 	t.Run("healthy: no alert pending or firing over 24 evaluations while a broken rule fires at every look", func(t *testing.T) {
 		testPromHealthy(t, prom)
 	})
-	t.Run("scheduler deleted, policy reload refused, publisher stopped: each fires its alert within for plus two scrape intervals", func(t *testing.T) {
+	t.Run("scheduler deleted, policy reload refused, publisher stopped: each fires its alert within its for plus two scrape intervals and the staleness delay of pods gone", func(t *testing.T) {
 		testPromFaults(t, c, prom, rules)
 	})
 	t.Logf("TestPrometheusAlertsOnARealInstall took %s", time.Since(testStart).Round(time.Second))
@@ -320,6 +341,121 @@ func waitInstalled(t *testing.T, c *cluster.Cluster, applied time.Time) {
 		t.Fatalf("node not published with %s >= 100 after %s", names.CPU, took)
 	}
 	t.Logf("node published under the request policy %s after apply", time.Since(applied).Round(time.Millisecond))
+}
+
+// issueCertificates does what cert-manager would for each Certificate
+// (deploy/README.md, "Without cert-manager"): a Secret of its secretName
+// with a certificate for its names (tls.crt, tls.key) and the CA that
+// signed it (ca.crt). A CA Certificate's own Secret is left out: only the
+// issuer it backs reads it.
+func issueCertificates(t *testing.T, c *cluster.Cluster, certs []*unstructured.Unstructured) {
+	t.Helper()
+	var ca *cluster.CA
+	for _, cert := range certs {
+		if isCA, _, _ := unstructured.NestedBool(cert.Object, "spec", "isCA"); isCA {
+			continue
+		}
+		secretName, _, _ := unstructured.NestedString(cert.Object, "spec", "secretName")
+		commonName, _, _ := unstructured.NestedString(cert.Object, "spec", "commonName")
+		dnsNames, _, _ := unstructured.NestedStringSlice(cert.Object, "spec", "dnsNames")
+		if ca == nil {
+			var err error
+			if ca, err = cluster.NewCA("prometheus-test-metrics-ca"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		kp, err := ca.Issue(cluster.CertSpec{CommonName: commonName, DNSNames: dnsNames, Server: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: cert.GetNamespace(), Name: secretName}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{corev1.TLSCertKey: kp.CertPEM, corev1.TLSPrivateKeyKey: kp.KeyPEM, "ca.crt": ca.CertPEM}}
+		if _, err := c.Client.CoreV1().Secrets(s.Namespace).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("no cert-manager here: Secret %s/%s issued for %v, as Certificate %s asks", s.Namespace, s.Name, dnsNames, cert.GetName())
+	}
+}
+
+// scrapeClasses defines every scrape class the monitors name, as whoever
+// runs Prometheus does (deploy/README.md, Monitoring): Bearer, with a
+// token of the ServiceAccount the monitoring component binds to the
+// metrics reader role, issued for the audiences the roles require
+// (--metrics-token-audiences). A real Prometheus reads it from a projected
+// volume; this one from the file the test writes.
+func scrapeClasses(t *testing.T, c *cluster.Cluster, objs, monitors []*unstructured.Unstructured, dir string) map[string]promserver.ScrapeClass {
+	t.Helper()
+	ctx := context.Background()
+	var classNames []string
+	for _, m := range monitors {
+		if name, _, _ := unstructured.NestedString(m.Object, "spec", "scrapeClass"); name != "" && !slices.Contains(classNames, name) {
+			classNames = append(classNames, name)
+		}
+	}
+	if len(classNames) == 0 {
+		return nil
+	}
+	var account *rbacv1.Subject
+	var audiences []string
+	for _, o := range objs {
+		switch o.GetKind() {
+		case "ClusterRoleBinding":
+			var b rbacv1.ClusterRoleBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &b); err != nil {
+				t.Fatal(err)
+			}
+			if b.RoleRef.Name == "kube-reclaim-metrics-reader" && b.Labels["app.kubernetes.io/component"] == "monitoring" &&
+				len(b.Subjects) > 0 && b.Subjects[0].Kind == rbacv1.ServiceAccountKind {
+				account = &b.Subjects[0]
+			}
+		case "Deployment", "DaemonSet":
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			for _, ct := range containers {
+				args, _, _ := unstructured.NestedStringSlice(ct.(map[string]any), "args")
+				for _, a := range args {
+					if v, ok := strings.CutPrefix(a, "--metrics-token-audiences="); ok {
+						for _, aud := range strings.Split(v, ",") {
+							if !slices.Contains(audiences, aud) {
+								audiences = append(audiences, aud)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	if account == nil {
+		t.Fatalf("the monitors name scrape classes %v, but no ClusterRoleBinding of the monitoring component binds a ServiceAccount to kube-reclaim-metrics-reader", classNames)
+	}
+	// Your Prometheus' ServiceAccount: the test makes it when the install
+	// does not.
+	if _, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: account.Namespace}},
+		metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if _, err := c.Client.CoreV1().ServiceAccounts(account.Namespace).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Namespace: account.Namespace, Name: account.Name}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	expiry := int64(3600)
+	tok, err := c.Client.CoreV1().ServiceAccounts(account.Namespace).CreateToken(ctx, account.Name, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: audiences, ExpirationSeconds: &expiry}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "scrape-class-token")
+	if err := os.WriteFile(file, []byte(tok.Status.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	classes := map[string]promserver.ScrapeClass{}
+	for _, n := range classNames {
+		classes[n] = promserver.ScrapeClass{Authorization: &promserver.Authorization{Type: "Bearer", CredentialsFile: file}}
+	}
+	t.Logf("scrape classes %v: Bearer, a token of ServiceAccount %s/%s for the audiences %v", classNames, account.Namespace, account.Name, audiences)
+	return classes
 }
 
 // clusterResolver reads what the PodMonitors reference from the cluster.
@@ -504,14 +640,32 @@ type promFault struct {
 	rule           promserver.Rule
 	action, effect time.Time // when the test acted, when the fault took effect
 	what           string    // what took effect
+	// vanishes: the fault removes the role's pods, so Prometheus stops
+	// scraping them rather than failing a scrape (see bound).
+	vanishes bool
+}
+
+// bound is how long after f took effect its alert must fire: its for plus
+// two scrape intervals, one for the sample that shows the fault and one
+// for the rule to see it. A role whose pods are gone is never scraped
+// again: Prometheus applies the drop at its next discovery reload, then
+// marks the target's series stale only after two scrape intervals and a
+// tenth (it waits for the target to come back; scrape.go,
+// endOfRunStaleness), and a rule sees that at its next evaluation.
+func (f *promFault) bound() (time.Duration, string) {
+	if !f.vanishes {
+		return f.rule.For + 2*promScrapeInterval, fmt.Sprintf("for %s + 2 scrape intervals", f.rule.For)
+	}
+	return f.rule.For + 2*promScrapeInterval + promScrapeInterval/10 + promDiscoveryReload + promEvalInterval,
+		fmt.Sprintf("for %s + discovery reload %s + 2.1 scrape intervals until stale + one evaluation %s", f.rule.For, promDiscoveryReload, promEvalInterval)
 }
 
 // testPromFaults injects the three faults and waits for their alerts: the
 // scheduler's Deployment deleted, at the same time an invalid policy
 // written into the policy ConfigMap, and once the publisher refused it (its
 // alert fired), the publisher scaled to zero. Each alert must fire within
-// its for plus two scrape intervals of the fault taking effect: the last pod
-// of the role gone, or the publisher's PolicyRejected Event.
+// its bound of the fault taking effect: the last pod of the role gone, or
+// the publisher's PolicyRejected Event.
 func testPromFaults(t *testing.T, c *cluster.Cluster, prom *promserver.Server, rules []promserver.Rule) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -522,12 +676,11 @@ func testPromFaults(t *testing.T, c *cluster.Cluster, prom *promserver.Server, r
 			t.Errorf("the shipped PrometheusRule has no alert %s: nothing to wait for on its fault", name)
 			continue
 		}
-		faults[name] = &promFault{alert: name, rule: r}
+		faults[name] = &promFault{alert: name, rule: r, vanishes: name != alertPolicyReloadFailed}
 	}
 	if len(faults) == 0 {
 		t.FailNow()
 	}
-	bound := func(f *promFault) time.Duration { return f.rule.For + 2*promScrapeInterval }
 	watch := watchAlerts(ctx, prom)
 	faultsStart := time.Now()
 	deps := c.Client.AppsV1().Deployments(promNamespace)
@@ -548,7 +701,8 @@ func testPromFaults(t *testing.T, c *cluster.Cluster, prom *promserver.Server, r
 	// waitFired waits for f's alert until a minute past its bound, so that
 	// a late alert is reported with its delay.
 	waitFired := func(f *promFault) {
-		framework.Poll(time.Until(f.effect.Add(bound(f)+time.Minute)), 250*time.Millisecond, func() bool {
+		b, _ := f.bound()
+		framework.Poll(time.Until(f.effect.Add(b+time.Minute)), 250*time.Millisecond, func() bool {
 			_, ok := watch.firedAt(f.alert)
 			return ok
 		})
@@ -603,21 +757,22 @@ func testPromFaults(t *testing.T, c *cluster.Cluster, prom *promserver.Server, r
 		if f == nil || f.effect.IsZero() {
 			continue
 		}
+		bound, why := f.bound()
 		fired, ok := watch.firedAt(name)
 		if !ok {
-			t.Errorf("%s (for %s) did not fire within %s of %s (%s after the test acted)", name, f.rule.For,
-				bound(f)+time.Minute, f.what, f.effect.Sub(f.action).Round(time.Millisecond))
+			t.Errorf("%s did not fire within %s of %s (%s after the test acted; bound: %s = %s)", name,
+				bound+time.Minute, f.what, f.effect.Sub(f.action).Round(time.Millisecond), why, bound)
 			continue
 		}
 		took := fired.Sub(f.effect)
 		watch.mu.Lock()
 		pendingAfter := watch.pending[name].Sub(f.effect)
 		watch.mu.Unlock()
-		t.Logf("%s fired %s after %s (%s after the test acted; pending after %s; bound: for %s + 2 scrape intervals = %s)",
+		t.Logf("%s fired %s after %s (%s after the test acted; pending after %s; bound: %s = %s)",
 			name, took.Round(100*time.Millisecond), f.what, fired.Sub(f.action).Round(100*time.Millisecond), pendingAfter.Round(100*time.Millisecond),
-			f.rule.For, bound(f))
-		if took > bound(f) {
-			t.Errorf("%s fired %s after %s, later than its for plus two scrape intervals (%s)", name, took.Round(100*time.Millisecond), f.what, bound(f))
+			why, bound)
+		if took > bound {
+			t.Errorf("%s fired %s after %s, past its bound (%s = %s)", name, took.Round(100*time.Millisecond), f.what, why, bound)
 		}
 	}
 	// Every alert that fired during the faults, with when.

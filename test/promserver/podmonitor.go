@@ -23,6 +23,9 @@ import (
 // start to use and the translation does not know fails the translation
 // instead of being dropped without a word.
 type podMonitorSpec struct {
+	// ScrapeClass names a scrape class of the Prometheus resource, whose
+	// TLS settings and authorization apply where an endpoint has none.
+	ScrapeClass       string `json:"scrapeClass"`
 	NamespaceSelector struct {
 		Any        bool     `json:"any"`
 		MatchNames []string `json:"matchNames"`
@@ -135,6 +138,13 @@ type RelabelConfig struct {
 	Action       string   `json:"action,omitempty"`
 }
 
+// ScrapeClass is a scrapeClasses entry of the Prometheus resource, which
+// whoever runs Prometheus defines (files in Prometheus's own file system).
+type ScrapeClass struct {
+	TLSConfig     *TLSConfig
+	Authorization *Authorization
+}
+
 // Resolver reads the Secrets and ConfigMaps a PodMonitor names, in its own
 // namespace, as the operator does before it writes them into Prometheus's
 // configuration.
@@ -155,6 +165,9 @@ type TranslateOptions struct {
 	// Interval, when set, replaces every endpoint's interval, and caps its
 	// scrapeTimeout.
 	Interval string
+	// ScrapeClasses are the Prometheus resource's, by name. A monitor that
+	// names one not here is skipped by the operator: an error here.
+	ScrapeClasses map[string]ScrapeClass
 }
 
 // Translation is the scrape configuration of some PodMonitors and the files
@@ -216,6 +229,14 @@ func translateMonitor(m *unstructured.Unstructured, r Resolver, o TranslateOptio
 	default:
 		sd.Namespaces = &Namespaces{Names: []string{ns}}
 	}
+	var class ScrapeClass
+	if spec.ScrapeClass != "" {
+		c, ok := o.ScrapeClasses[spec.ScrapeClass]
+		if !ok {
+			return nil, fmt.Errorf("scrape class %q is not defined (the operator would skip the monitor)", spec.ScrapeClass)
+		}
+		class = c
+	}
 	selector, err := selectorRelabelings(spec.Selector)
 	if err != nil {
 		return nil, err
@@ -241,6 +262,11 @@ func translateMonitor(m *unstructured.Unstructured, r Resolver, o TranslateOptio
 		}
 		if sc.Authorization, err = translateAuthorization(ep, ns, prefix, r, files); err != nil {
 			return nil, fmt.Errorf("endpoint %d: %w", i, err)
+		}
+		sc.TLSConfig = withClassTLS(sc.TLSConfig, class.TLSConfig)
+		if sc.Authorization == nil && class.Authorization != nil {
+			a := *class.Authorization
+			sc.Authorization = &a
 		}
 		sc.RelabelConfigs = append(sc.RelabelConfigs, selector...)
 		if ep.FilterRunning == nil || *ep.FilterRunning {
@@ -354,6 +380,31 @@ func translateTLS(t *safeTLSConfig, ns, prefix string, r Resolver, files map[str
 		}
 	}
 	return out, nil
+}
+
+// withClassTLS is the endpoint's TLS settings with the scrape class's
+// filling what the endpoint leaves empty.
+func withClassTLS(ep, class *TLSConfig) *TLSConfig {
+	if class == nil {
+		return ep
+	}
+	if ep == nil {
+		c := *class
+		return &c
+	}
+	out := *ep
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{
+		{&out.CAFile, class.CAFile}, {&out.CertFile, class.CertFile}, {&out.KeyFile, class.KeyFile}, {&out.ServerName, class.ServerName},
+	} {
+		if *f.dst == "" {
+			*f.dst = f.src
+		}
+	}
+	out.InsecureSkipVerify = out.InsecureSkipVerify || class.InsecureSkipVerify
+	return &out
 }
 
 func translateAuthorization(ep podMetricsEndpoint, ns, prefix string, r Resolver, files map[string][]byte) (*Authorization, error) {

@@ -291,7 +291,14 @@ func TestTheShippedPodMonitorsTranslate(t *testing.T) {
 	if len(monitors) == 0 {
 		t.Fatal("the monitoring component renders no PodMonitor")
 	}
-	tr, err := Translate(monitors, anyResolver{}, TranslateOptions{Dir: "/files"})
+	// The scrape classes they name, as a Prometheus resource defines them.
+	classes := map[string]ScrapeClass{}
+	for _, m := range monitors {
+		if name, _, _ := unstructured.NestedString(m.Object, "spec", "scrapeClass"); name != "" {
+			classes[name] = ScrapeClass{Authorization: &Authorization{Type: "Bearer", CredentialsFile: "/token"}}
+		}
+	}
+	tr, err := Translate(monitors, anyResolver{}, TranslateOptions{Dir: "/files", ScrapeClasses: classes})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,4 +316,58 @@ func (anyResolver) Secret(ns, name, key string) ([]byte, error) {
 
 func (anyResolver) ConfigMap(ns, name, key string) ([]byte, error) {
 	return []byte("configmap " + ns + "/" + name + "/" + key), nil
+}
+
+func TestTranslateAppliesTheScrapeClassWhereTheEndpointSetsNothing(t *testing.T) {
+	classes := map[string]ScrapeClass{"kube-reclaim": {
+		Authorization: &Authorization{Type: "Bearer", CredentialsFile: "/var/run/secrets/kube-reclaim-metrics/token"},
+		TLSConfig:     &TLSConfig{CAFile: "/class/ca.crt", ServerName: "class.example"},
+	}}
+	resolver := mapResolver{"secret/mon/tls/ca.crt": "CA PEM", "secret/mon/scraper-token/token": "legacy-token"}
+	for _, tc := range []struct {
+		name, class, endpoint string
+		wantTLS               TLSConfig
+		wantAuth              Authorization
+		wantErr               string
+	}{{
+		name:  "the class's token, the endpoint's CA and server name",
+		class: "kube-reclaim", endpoint: `tlsConfig:
+        ca: {secret: {name: tls, key: ca.crt}}
+        serverName: kube-reclaim-metrics.kube-reclaim.svc`,
+		wantTLS:  TLSConfig{CAFile: "/files/mon_pm_0_ca.crt", ServerName: "kube-reclaim-metrics.kube-reclaim.svc"},
+		wantAuth: Authorization{Type: "Bearer", CredentialsFile: "/var/run/secrets/kube-reclaim-metrics/token"},
+	}, {
+		name: "the endpoint sets neither: both from the class", class: "kube-reclaim", endpoint: "scheme: https",
+		wantTLS:  TLSConfig{CAFile: "/class/ca.crt", ServerName: "class.example"},
+		wantAuth: Authorization{Type: "Bearer", CredentialsFile: "/var/run/secrets/kube-reclaim-metrics/token"},
+	}, {
+		name: "the endpoint's own credentials win", class: "kube-reclaim",
+		endpoint: "authorization: {credentials: {name: scraper-token, key: token}}",
+		wantTLS:  TLSConfig{CAFile: "/class/ca.crt", ServerName: "class.example"},
+		wantAuth: Authorization{Type: "Bearer", CredentialsFile: "/files/mon_pm_0_credentials"},
+	}, {
+		name: "a class the Prometheus resource does not define", class: "other", endpoint: "scheme: https",
+		wantErr: `scrape class "other" is not defined`,
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			pm := podMonitor(t, "  scrapeClass: "+tc.class+"\n"+selectorSpec+"  podMetricsEndpoints:\n    - port: metrics\n      "+tc.endpoint+"\n")
+			tr, err := Translate([]*unstructured.Unstructured{pm}, resolver, TranslateOptions{Dir: "/files", ScrapeClasses: classes})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc := tr.ScrapeConfigs[0]
+			if sc.TLSConfig == nil || *sc.TLSConfig != tc.wantTLS {
+				t.Errorf("tls_config %+v, want %+v", sc.TLSConfig, tc.wantTLS)
+			}
+			if sc.Authorization == nil || *sc.Authorization != tc.wantAuth {
+				t.Errorf("authorization %+v, want %+v", sc.Authorization, tc.wantAuth)
+			}
+		})
+	}
 }
