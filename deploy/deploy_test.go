@@ -364,6 +364,18 @@ func (r roleOptions) health() string {
 	}
 }
 
+// common returns the flags every role has.
+func (r roleOptions) common() cli.Common {
+	switch {
+	case r.publisher != nil:
+		return r.publisher.Common
+	case r.webhook != nil:
+		return r.webhook.Common
+	default:
+		return r.extender.Common
+	}
+}
+
 func (r roleOptions) metrics() string {
 	switch {
 	case r.publisher != nil:
@@ -1290,13 +1302,23 @@ func TestReadmeDefaultSchedulerExtenderMatchesTheShippedOne(t *testing.T) {
 // kustomization that adds it does.
 func renderWithComponent(t *testing.T, overlay, component string) *bundle {
 	t.Helper()
-	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../" + overlay +
-		"\ncomponents:\n- ../components/" + component + "\n"
-	m, err := run("with-"+component, map[string]string{"with-" + component + "/kustomization.yaml": k})
-	if err != nil {
-		t.Fatalf("%s with components/%s: %v", overlay, component, err)
+	return renderWith(t, overlay, "", component)
+}
+
+// renderWith renders overlay with components, in order, and more (YAML
+// appended to the kustomization: a user's own patches).
+func renderWith(t *testing.T, overlay, more string, components ...string) *bundle {
+	t.Helper()
+	name := "with-" + strings.Join(components, "-")
+	k := "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../" + overlay + "\ncomponents:\n"
+	for _, c := range components {
+		k += "- ../components/" + c + "\n"
 	}
-	b := &bundle{overlay: overlay + "+" + component, byKey: map[string]*unstructured.Unstructured{}}
+	m, err := run(name, map[string]string{name + "/kustomization.yaml": k + more})
+	if err != nil {
+		t.Fatalf("%s with components %v: %v", overlay, components, err)
+	}
+	b := &bundle{overlay: overlay + "+" + strings.Join(components, "+"), byKey: map[string]*unstructured.Unstructured{}}
 	for _, r := range m.Resources() {
 		raw, err := r.MarshalJSON()
 		if err != nil {
@@ -1316,6 +1338,7 @@ func renderWithComponent(t *testing.T, overlay, component string) *bundle {
 // here (the operator's Go module is not a dependency).
 type podMonitor struct {
 	Spec struct {
+		ScrapeClass       string `json:"scrapeClass"`
 		NamespaceSelector struct {
 			MatchNames []string `json:"matchNames"`
 		} `json:"namespaceSelector"`
@@ -1325,18 +1348,81 @@ type podMonitor struct {
 			Scheme    string `json:"scheme"`
 			TLSConfig struct {
 				InsecureSkipVerify bool `json:"insecureSkipVerify"`
+				CA                 struct {
+					Secret    *corev1.SecretKeySelector    `json:"secret"`
+					ConfigMap *corev1.ConfigMapKeySelector `json:"configMap"`
+				} `json:"ca"`
+				ServerName string `json:"serverName"`
 			} `json:"tlsConfig"`
-			Authorization struct {
-				Type        string                   `json:"type"`
-				Credentials corev1.SecretKeySelector `json:"credentials"`
-			} `json:"authorization"`
+			// Authorization and BearerTokenSecret name a Secret: a
+			// long-lived token, which the shipped monitors must not use.
+			Authorization     map[string]any            `json:"authorization"`
+			BearerTokenSecret *corev1.SecretKeySelector `json:"bearerTokenSecret"`
 		} `json:"podMetricsEndpoints"`
 	} `json:"spec"`
 }
 
+// podMonitors decodes the PodMonitors of b.
+func (b *bundle) podMonitors(t *testing.T) map[string]podMonitor {
+	t.Helper()
+	out := map[string]podMonitor{}
+	for _, o := range b.kind("PodMonitor") {
+		raw, err := o.MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var pm podMonitor
+		if err := json.Unmarshal(raw, &pm); err != nil {
+			t.Fatalf("%s: PodMonitor %s: %v", b.overlay, o.GetName(), err)
+		}
+		out[o.GetNamespace()+"/"+o.GetName()] = pm
+	}
+	return out
+}
+
+// certificate is a cert-manager.io/v1 Certificate or Issuer, with the
+// fields the shipped ones use (decoded strictly: a misspelt field fails).
+type certificate struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata"`
+	Spec              struct {
+		IsCA        bool           `json:"isCA"`
+		CommonName  string         `json:"commonName"`
+		SecretName  string         `json:"secretName"`
+		DNSNames    []string       `json:"dnsNames"`
+		Duration    string         `json:"duration"`
+		RenewBefore string         `json:"renewBefore"`
+		PrivateKey  map[string]any `json:"privateKey"`
+		Usages      []string       `json:"usages"`
+		IssuerRef   struct {
+			Group string `json:"group"`
+			Kind  string `json:"kind"`
+			Name  string `json:"name"`
+		} `json:"issuerRef"`
+		// An Issuer's.
+		CA *struct {
+			SecretName string `json:"secretName"`
+		} `json:"ca"`
+		SelfSigned *struct{} `json:"selfSigned"`
+	} `json:"spec"`
+}
+
+// The scrape the shipped PodMonitors configure, which deploy/README.md
+// (Monitoring) tells a Prometheus administrator to match.
+const (
+	metricsTLSSecret   = "kube-reclaim-metrics-tls"
+	metricsServerName  = "kube-reclaim-metrics.kube-reclaim.svc"
+	metricsAudience    = "kube-reclaim-metrics"
+	metricsScrapeClass = "kube-reclaim"
+)
+
 // TestMonitoringComponent: with components/monitoring, every role's metrics
-// port is scraped over HTTPS by exactly one PodMonitor, with the token of a
-// ServiceAccount bound to the metrics-reader ClusterRole and nothing more;
+// port is scraped over HTTPS by exactly one PodMonitor that verifies the
+// role's certificate (a CA from a Secret and the name the certificate is
+// issued for, never insecureSkipVerify) and names no token Secret (the
+// scrape class sends Prometheus' projected token); every container serving
+// metrics serves that certificate and accepts only tokens for the metrics
+// audience; the scraper binding grants get on /metrics and nothing more;
 // the PrometheusRule's alerts each have a runbook section; the dashboards
 // ConfigMap carries the Grafana sidecar label and valid JSON. What the rules
 // and dashboards query is checked against the live roles in
@@ -1348,65 +1434,126 @@ func TestMonitoringComponent(t *testing.T) {
 	}
 	for _, overlay := range Overlays {
 		b := renderWithComponent(t, overlay, "monitoring")
-		var monitors []podMonitor
-		for _, o := range b.kind("PodMonitor") {
-			raw, err := o.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			var pm podMonitor
-			if err := json.Unmarshal(raw, &pm); err != nil {
-				t.Fatalf("%s: PodMonitor %s: %v", b.overlay, o.GetName(), err)
-			}
-			if o.GetNamespace() != namespace {
-				t.Errorf("%s: PodMonitor %s in %q: the scrape token Secret is in %s", b.overlay, o.GetName(), o.GetNamespace(), namespace)
-			}
-			for _, ep := range pm.Spec.PodMetricsEndpoints {
-				if ep.Port != "metrics" || ep.Scheme != "https" || !ep.TLSConfig.InsecureSkipVerify || ep.Authorization.Type != "Bearer" ||
-					ep.Authorization.Credentials.Name != "kube-reclaim-metrics-scraper-token" || ep.Authorization.Credentials.Key != "token" {
-					t.Errorf("%s: PodMonitor %s endpoint %+v, want port metrics over HTTPS with the scraper's token", b.overlay, o.GetName(), ep)
+
+		// The certificate the monitors verify: a CA Issuer's, for the
+		// serverName, into the Secret they read the CA from.
+		var cert, ca certificate
+		var issuer certificate
+		b.get(t, "Certificate", namespace, "kube-reclaim-metrics", &cert)
+		b.get(t, "Issuer", namespace, cert.Spec.IssuerRef.Name, &issuer)
+		if cert.Spec.SecretName != metricsTLSSecret || !slices.Equal(cert.Spec.DNSNames, []string{metricsServerName}) ||
+			cert.Spec.IssuerRef.Kind != "Issuer" || issuer.Spec.CA == nil {
+			t.Errorf("%s: metrics Certificate %+v issued by %+v, want %s for %s from a CA Issuer", b.overlay, cert.Spec, issuer.Spec, metricsTLSSecret, metricsServerName)
+		} else {
+			var caCerts []certificate
+			for _, o := range b.kind("Certificate") {
+				var c certificate
+				b.get(t, "Certificate", o.GetNamespace(), o.GetName(), &c)
+				if c.Spec.SecretName == issuer.Spec.CA.SecretName {
+					caCerts = append(caCerts, c)
 				}
 			}
-			monitors = append(monitors, pm)
-		}
-		// Every container port named metrics is scraped once.
-		for _, w := range b.workloads(t) {
-			if !slices.ContainsFunc(w.spec.Containers, func(c corev1.Container) bool {
-				return slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" })
-			}) {
-				continue
-			}
-			n := 0
-			for _, pm := range monitors {
-				sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
-				if err != nil {
-					t.Fatal(err)
+			if len(caCerts) != 1 || !caCerts[0].Spec.IsCA {
+				t.Errorf("%s: the CA Issuer's Secret %s is made by %d Certificates %+v, want one CA", b.overlay, issuer.Spec.CA.SecretName, len(caCerts), caCerts)
+			} else {
+				ca = caCerts[0]
+				if ca.Spec.SecretName == "kube-reclaim-ca" {
+					t.Errorf("%s: the metrics CA is the webhook's", b.overlay)
 				}
-				if slices.Contains(pm.Spec.NamespaceSelector.MatchNames, w.namespace) && sel.Matches(labels.Set(w.labels)) {
-					n++
-				}
-			}
-			if n != 1 {
-				t.Errorf("%s: %s is scraped by %d PodMonitors, want 1", b.overlay, w, n)
 			}
 		}
 
-		var sa corev1.ServiceAccount
-		b.get(t, "ServiceAccount", namespace, "kube-reclaim-metrics-scraper", &sa)
-		var secret corev1.Secret
-		b.get(t, "Secret", namespace, "kube-reclaim-metrics-scraper-token", &secret)
-		if secret.Type != corev1.SecretTypeServiceAccountToken || secret.Annotations[corev1.ServiceAccountNameKey] != sa.Name {
-			t.Errorf("%s: scraper token Secret %s %v, want a token of %s", b.overlay, secret.Type, secret.Annotations, sa.Name)
+		monitors := b.podMonitors(t)
+		for name, pm := range monitors {
+			if !strings.HasPrefix(name, namespace+"/") {
+				t.Errorf("%s: PodMonitor %s: the CA Secret it reads is in %s", b.overlay, name, namespace)
+			}
+			if pm.Spec.ScrapeClass != metricsScrapeClass {
+				t.Errorf("%s: PodMonitor %s scrape class %q, want %q (the one that sends the projected token)", b.overlay, name, pm.Spec.ScrapeClass, metricsScrapeClass)
+			}
+			for _, ep := range pm.Spec.PodMetricsEndpoints {
+				tc := ep.TLSConfig
+				if ep.Port != "metrics" || ep.Scheme != "https" || tc.InsecureSkipVerify || tc.CA.Secret == nil ||
+					tc.CA.Secret.Name != metricsTLSSecret || tc.CA.Secret.Key != "ca.crt" || tc.ServerName != metricsServerName {
+					t.Errorf("%s: PodMonitor %s endpoint %+v, want port metrics over HTTPS verified by %s ca.crt as %s", b.overlay, name, ep, metricsTLSSecret, metricsServerName)
+				}
+				if ep.Authorization != nil || ep.BearerTokenSecret != nil {
+					t.Errorf("%s: PodMonitor %s sends a token from a Secret: %v %v", b.overlay, name, ep.Authorization, ep.BearerTokenSecret)
+				}
+			}
 		}
+		// Every container port named metrics is scraped once, serves the
+		// certificate the monitors verify, and accepts only tokens issued
+		// for the metrics audience.
+		scraped := 0
+		for _, w := range b.workloads(t) {
+			for _, c := range w.spec.Containers {
+				if !slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == "metrics" }) {
+					continue
+				}
+				scraped++
+				n := 0
+				for _, pm := range monitors {
+					sel, err := metav1.LabelSelectorAsSelector(&pm.Spec.Selector)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if slices.Contains(pm.Spec.NamespaceSelector.MatchNames, w.namespace) && sel.Matches(labels.Set(w.labels)) {
+						n++
+					}
+				}
+				if n != 1 {
+					t.Errorf("%s: %s is scraped by %d PodMonitors, want 1", b.overlay, w, n)
+				}
+				common := parseRole(t, b.overlay+": "+w.String(), c.Args).common()
+				if !slices.Equal(common.MetricsTokenAudiences, []string{metricsAudience}) {
+					t.Errorf("%s: %s container %s accepts tokens for %q, want %q only", b.overlay, w, c.Name, common.MetricsTokenAudiences, metricsAudience)
+				}
+				dir := path.Dir(common.MetricsTLSCertFile)
+				if common.MetricsTLSCertFile == "" || path.Dir(common.MetricsTLSKeyFile) != dir {
+					t.Errorf("%s: %s container %s serves metrics with %q %q, want files of one directory", b.overlay, w, c.Name, common.MetricsTLSCertFile, common.MetricsTLSKeyFile)
+					continue
+				}
+				var secret string
+				for _, m := range c.VolumeMounts {
+					for _, v := range w.spec.Volumes {
+						if m.MountPath == dir && v.Name == m.Name && v.Secret != nil {
+							secret = v.Secret.SecretName
+						}
+					}
+				}
+				if secret != metricsTLSSecret {
+					t.Errorf("%s: %s container %s mounts Secret %q at %s, want %s", b.overlay, w, c.Name, secret, dir, metricsTLSSecret)
+				}
+				// cert-manager writes the Secret in the Certificate's
+				// namespace only: the extender DaemonSet of own-scheduler
+				// needs a copy (deploy/README.md, Monitoring).
+				if w.namespace != namespace && !(overlay == ownScheduler && w.namespace == extenderNamespace) {
+					t.Errorf("%s: %s in %s mounts %s, which is made in %s only", b.overlay, w, w.namespace, metricsTLSSecret, namespace)
+				}
+			}
+		}
+		if scraped < 3 {
+			t.Errorf("%s: %d containers serve metrics, want every role's", b.overlay, scraped)
+		}
+
+		// The scrapers: Prometheus' own ServiceAccount, bound to get on
+		// /metrics; no legacy token Secret anywhere.
 		var crb rbacv1.ClusterRoleBinding
 		b.get(t, "ClusterRoleBinding", "", "kube-reclaim-metrics-scraper", &crb)
-		if crb.RoleRef.Name != "kube-reclaim-metrics-reader" || len(crb.Subjects) != 1 || crb.Subjects[0].Name != sa.Name || crb.Subjects[0].Namespace != namespace {
-			t.Errorf("%s: scraper binding %+v", b.overlay, crb)
+		if crb.RoleRef.Name != "kube-reclaim-metrics-reader" || len(crb.Subjects) != 1 || crb.Subjects[0].Kind != rbacv1.ServiceAccountKind ||
+			crb.Subjects[0].Name != "prometheus-k8s" || crb.Subjects[0].Namespace != "monitoring" {
+			t.Errorf("%s: scraper binding %+v, want kube-prometheus's Prometheus ServiceAccount monitoring/prometheus-k8s", b.overlay, crb)
 		}
 		var reader rbacv1.ClusterRole
 		b.get(t, "ClusterRole", "", crb.RoleRef.Name, &reader)
 		if got := rules(reader.Rules); !slices.Equal(got, []string{"groups= resources= verbs=get urls=/metrics"}) {
 			t.Errorf("%s: the scraper may do %q, want get on /metrics only", b.overlay, got)
+		}
+		for _, o := range b.kind("Secret") {
+			if typ, _, _ := unstructured.NestedString(o.Object, "type"); typ == string(corev1.SecretTypeServiceAccountToken) {
+				t.Errorf("%s: Secret %s/%s is a legacy service account token", b.overlay, o.GetNamespace(), o.GetName())
+			}
 		}
 
 		rule, ok := b.byKey[key("PrometheusRule", namespace, "kube-reclaim")]
@@ -1446,10 +1593,99 @@ func TestMonitoringComponent(t *testing.T) {
 			}
 		}
 	}
-	// Positive control: the overlays alone scrape nothing.
-	if n := len(render(t, "default").kind("PodMonitor")); n != 0 {
+	// Positive controls: the overlays alone scrape nothing and serve the
+	// self-signed certificate, with tokens for the API server's audiences.
+	b := render(t, "default")
+	if n := len(b.kind("PodMonitor")); n != 0 {
 		t.Errorf("default: %d PodMonitors without components/monitoring", n)
 	}
+	for role, r := range b.roles(t) {
+		if c := r.common(); c.MetricsTLSCertFile != "" || len(c.MetricsTokenAudiences) != 0 {
+			t.Errorf("default: %s serves metrics with %q for audiences %q without components/monitoring", role, c.MetricsTLSCertFile, c.MetricsTokenAudiences)
+		}
+	}
+}
+
+// TestKubePrometheusStackComponent: components/kube-prometheus-stack after
+// components/monitoring puts the label the chart's Prometheus selects
+// monitors and rules by on every PodMonitor and the PrometheusRule, keeps
+// the Grafana sidecar's label on the dashboards, and binds the chart's
+// Prometheus ServiceAccount; a user's own release name, set the way
+// deploy/README.md says, replaces it everywhere.
+func TestKubePrometheusStackComponent(t *testing.T) {
+	const userRelease = `patches:
+  - target: {group: monitoring.coreos.com, kind: PodMonitor|PrometheusRule}
+    patch: |-
+      - op: replace
+        path: /metadata/labels/release
+        value: prom
+  - target: {kind: ClusterRoleBinding, name: kube-reclaim-metrics-scraper}
+    patch: |-
+      - op: replace
+        path: /subjects/0/name
+        value: prom-kube-prometheus-stack-prometheus
+`
+	for _, overlay := range Overlays {
+		for _, tc := range []struct {
+			more, release, serviceAccount string
+		}{
+			{release: "kube-prometheus-stack", serviceAccount: "kube-prometheus-stack-prometheus"},
+			{more: userRelease, release: "prom", serviceAccount: "prom-kube-prometheus-stack-prometheus"},
+		} {
+			b := renderWith(t, overlay, tc.more, "monitoring", "kube-prometheus-stack")
+			selected := 0
+			for _, kind := range []string{"PodMonitor", "PrometheusRule"} {
+				objs := b.kind(kind)
+				if len(objs) == 0 {
+					t.Errorf("%s: no %s", b.overlay, kind)
+				}
+				for _, o := range objs {
+					if got := o.GetLabels()["release"]; got != tc.release {
+						t.Errorf("%s: %s %s has release=%q, want %q", b.overlay, kind, o.GetName(), got, tc.release)
+					} else {
+						selected++
+					}
+				}
+			}
+			if selected < 4 {
+				t.Errorf("%s: %d monitors and rules carry the release label, want the 3 PodMonitors and the PrometheusRule", b.overlay, selected)
+			}
+			var cm corev1.ConfigMap
+			b.get(t, "ConfigMap", namespace, "kube-reclaim-dashboards", &cm)
+			if cm.Labels["grafana_dashboard"] != "1" {
+				t.Errorf("%s: dashboards ConfigMap labels %v, want grafana_dashboard=1", b.overlay, cm.Labels)
+			}
+			var crb rbacv1.ClusterRoleBinding
+			b.get(t, "ClusterRoleBinding", "", "kube-reclaim-metrics-scraper", &crb)
+			if len(crb.Subjects) != 1 || crb.Subjects[0].Name != tc.serviceAccount || crb.Subjects[0].Namespace != "monitoring" {
+				t.Errorf("%s: scraper binding subjects %+v, want monitoring/%s", b.overlay, crb.Subjects, tc.serviceAccount)
+			}
+			// Nothing else changes: the workloads and the monitors'
+			// verification are those of components/monitoring alone.
+			alone := renderWithComponent(t, overlay, "monitoring")
+			for k, o := range alone.byKey {
+				if o.GetKind() == "PodMonitor" || o.GetKind() == "PrometheusRule" || k == key("ClusterRoleBinding", "", "kube-reclaim-metrics-scraper") {
+					continue
+				}
+				if got, ok := b.byKey[k]; !ok || !equalObjects(got, o) {
+					t.Errorf("%s: %s differs from components/monitoring alone", b.overlay, k)
+				}
+			}
+		}
+	}
+	// Positive control: components/monitoring alone labels nothing for a release.
+	for _, o := range renderWithComponent(t, "default", "monitoring").objs {
+		if _, ok := o.GetLabels()["release"]; ok {
+			t.Errorf("default+monitoring: %s %s has a release label", o.GetKind(), o.GetName())
+		}
+	}
+}
+
+// equalObjects compares two rendered objects.
+func equalObjects(a, b *unstructured.Unstructured) bool {
+	ja, errA := a.MarshalJSON()
+	jb, errB := b.MarshalJSON()
+	return errA == nil && errB == nil && bytes.Equal(ja, jb)
 }
 
 // TestEveryGoContainerHasASoftMemoryLimitBelowItsMemoryLimit: every
@@ -1682,6 +1918,51 @@ func TestOwnObjectsPolicyNamesWhatTheRolesCreate(t *testing.T) {
 			if !strings.Contains(own, w) {
 				t.Errorf("%s: kube-reclaim-own-objects does not allow %s\n(its own: %s)", b.overlay, w, own)
 			}
+		}
+	}
+}
+
+// TestMonitoringComponentWithoutCertManager: the patch deploy/README.md
+// gives for a metrics Secret made without cert-manager removes the
+// cert-manager objects of components/monitoring and nothing else.
+func TestMonitoringComponentWithoutCertManager(t *testing.T) {
+	const noCertManager = `patches:
+  - target: {group: cert-manager.io, kind: Issuer|Certificate, name: kube-reclaim-metrics.*}
+    patch: |-
+      $patch: delete
+      apiVersion: cert-manager.io/v1
+      kind: Issuer
+      metadata:
+        name: any
+`
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	indented := strings.ReplaceAll(noCertManager, "\n", "\n  ")
+	if !bytes.Contains(readme, []byte(strings.TrimSuffix(indented, "  "))) {
+		t.Errorf("deploy/README.md does not give the patch tested here:\n%s", noCertManager)
+	}
+	for _, overlay := range Overlays {
+		with := renderWithComponent(t, overlay, "monitoring")
+		without := renderWith(t, overlay, noCertManager, "monitoring")
+		removed := 0
+		for k, o := range with.byKey {
+			_, kept := without.byKey[k]
+			isMetricsCertManager := o.GetAPIVersion() == "cert-manager.io/v1" && strings.HasPrefix(o.GetName(), "kube-reclaim-metrics")
+			switch {
+			case isMetricsCertManager && kept:
+				t.Errorf("%s: %s is still there", without.overlay, k)
+			case isMetricsCertManager:
+				removed++
+			case !kept || !equalObjects(without.byKey[k], o):
+				t.Errorf("%s: %s was removed or changed", without.overlay, k)
+			}
+		}
+		// Positive control: there were the CA's Issuers and Certificates
+		// and the serving Certificate to remove.
+		if removed != 4 {
+			t.Errorf("%s: %d metrics cert-manager objects removed, want 4", without.overlay, removed)
 		}
 	}
 }

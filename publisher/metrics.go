@@ -30,6 +30,13 @@ type metrics struct {
 	pool                               [nPoolGauges]*prometheus.GaugeVec
 }
 
+// The kind label of writes_total and write_errors_total: what one write
+// carries.
+const (
+	writeAnnotation = "annotation" // the annotation, with the status values when they changed too
+	writeStatus     = "status"     // the status values alone
+)
+
 // nPoolGauges: room, held and unused requests, CPU and memory each, in the
 // order of poolValues.values.
 const nPoolGauges = 6
@@ -92,6 +99,14 @@ func newMetrics(reg prometheus.Registerer, perNode bool) *metrics {
 	} {
 		m.pool[i] = prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: g.name, Help: g.help}, []string{"pool"})
 		reg.MustRegister(m.pool[i])
+	}
+	// The failure series exist from the start at 0, so that an increase over
+	// them (the alerts of deploy/components/monitoring) sees the first one.
+	for _, kind := range []string{writeAnnotation, writeStatus} {
+		m.writeErrors.WithLabelValues(kind)
+	}
+	for _, result := range []string{"success", "error"} {
+		m.configReloads.WithLabelValues(result)
 	}
 	if perNode {
 		reg.MustRegister(m.publishedCPU, m.publishedMem, m.heldCPU, m.heldMem)

@@ -535,9 +535,9 @@ func (p *Publisher) runWrites(ctx context.Context, writes []write) {
 func (p *Publisher) write(ctx context.Context, w write) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.WriteTimeout)
 	defer cancel()
-	kind := "status"
+	kind := writeStatus
 	if w.annotation != "" {
-		kind = "annotation"
+		kind = writeAnnotation
 	}
 	if err := retryWrite(ctx, func(ctx context.Context) error { return p.patchNode(ctx, w) }); err != nil {
 		p.m.writeErrors.WithLabelValues(kind).Inc()

@@ -28,6 +28,11 @@ func startProfiles(ctx context.Context, wg *sync.WaitGroup, client kubernetes.In
 	reloads := prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "kube_reclaim", Subsystem: "webhook",
 		Name: "config_reloads_total", Help: "Policy file reloads by result (success, error)."}, []string{"result"})
 	reg.MustRegister(reloads)
+	// Both series exist from the start at 0, so that an increase over them
+	// (the reload alert of deploy/components/monitoring) sees the first.
+	for _, result := range []string{"success", "error"} {
+		reloads.WithLabelValues(result)
+	}
 	file.OnReload = func(_ *policy.Config, err error) {
 		if err != nil {
 			reloads.WithLabelValues("error").Inc()

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -29,6 +30,9 @@ type Common struct {
 	MetricsTLSKeyFile  string
 	LogLevel           string
 	LogFormat          string
+	// MetricsTokenAudiences: the audiences a scraper's token must be issued
+	// for; none: the API server's own.
+	MetricsTokenAudiences []string
 	// QPS and Burst of the API client; the defaults of client-go (5/10) are far
 	// too low for a 5000-node cluster.
 	QPS   float32
@@ -69,6 +73,7 @@ func (c *Common) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&c.MetricsAddress, "metrics-address", c.MetricsAddress, "Address serving /metrics over HTTPS to callers the API server authenticates (TokenReview) and allows to get the non-resource URL /metrics (SubjectAccessReview); empty turns it off.")
 	fs.StringVar(&c.MetricsTLSCertFile, "metrics-tls-cert-file", c.MetricsTLSCertFile, "Certificate (PEM) of the metrics server, reloaded when it changes; a self-signed certificate generated at start when empty.")
 	fs.StringVar(&c.MetricsTLSKeyFile, "metrics-tls-private-key-file", c.MetricsTLSKeyFile, "Private key (PEM) of --metrics-tls-cert-file.")
+	fs.StringSliceVar(&c.MetricsTokenAudiences, "metrics-token-audiences", c.MetricsTokenAudiences, "Audiences a /metrics caller's token must be issued for (TokenReview spec.audiences, checked against the audiences answered); empty: the API server's own. With an audience of its own, a scraper's token (a projected service account token with that audience) is worthless against the API server.")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn or error.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: text or json.")
 	fs.Float32Var(&c.QPS, "kube-api-qps", c.QPS, "Queries per second allowed to the API server.")
@@ -96,6 +101,9 @@ func (c *Common) Validate() error {
 	}
 	if (c.MetricsTLSCertFile == "") != (c.MetricsTLSKeyFile == "") {
 		errs = append(errs, errors.New("--metrics-tls-cert-file and --metrics-tls-private-key-file go together"))
+	}
+	if slices.Contains(c.MetricsTokenAudiences, "") {
+		errs = append(errs, fmt.Errorf("--metrics-token-audiences: %q has an empty audience", c.MetricsTokenAudiences))
 	}
 	if _, err := logrus.ParseLevel(c.LogLevel); err != nil {
 		errs = append(errs, fmt.Errorf("--log-level: %w", err))
@@ -147,7 +155,8 @@ func (c *Common) SetupLogging() {
 // HTTP/2 connection.
 func (c *Common) Endpoints(userAgent string) (serving.Endpoints, error) {
 	e := serving.Endpoints{HealthAddress: c.HealthAddress, Metrics: serving.SecureMetrics{
-		Address: c.MetricsAddress, CertFile: c.MetricsTLSCertFile, KeyFile: c.MetricsTLSKeyFile, MaxInFlightReviews: c.MetricsAuthMaxInFlight}}
+		Address: c.MetricsAddress, CertFile: c.MetricsTLSCertFile, KeyFile: c.MetricsTLSKeyFile, MaxInFlightReviews: c.MetricsAuthMaxInFlight,
+		TokenAudiences: c.MetricsTokenAudiences}}
 	if c.MetricsAddress == "" {
 		return e, nil
 	}

@@ -68,6 +68,12 @@ type SecureMetrics struct {
 	// MaxInFlightReviews caps the reviews sent at once; a request that
 	// needs one more is answered 429. 0: DefaultMaxInFlightReviews.
 	MaxInFlightReviews int
+	// TokenAudiences: a caller's token must have been issued for one of
+	// them (a projected service account token with that audience); none:
+	// the API server's own audiences. A token issued for the metrics server
+	// alone cannot be replayed against the API server by whoever reads it
+	// here, nor one issued for the API server be sent here.
+	TokenAudiences []string
 }
 
 // metricsServer builds the metrics server of m and its TLS configuration;
@@ -81,7 +87,7 @@ func (h *Health) metricsServer(ctx context.Context, m SecureMetrics) (*http.Serv
 		return nil, nil, err
 	}
 	r := mux.NewRouter()
-	r.Handle(MetricsPath, NewAuthorizedHandler(NewReviewer(m.Client, m.MaxInFlightReviews, h.reg), h.reg,
+	r.Handle(MetricsPath, NewAuthorizedHandler(NewReviewer(m.Client, m.MaxInFlightReviews, m.TokenAudiences, h.reg), h.reg,
 		promhttp.HandlerFor(h.reg, promhttp.HandlerOpts{Registry: h.reg}))).Methods(http.MethodGet)
 	return NewServer(m.Address, r), TLSConfig(getCert), nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -59,7 +60,10 @@ const (
 // reviews in flight, and the memory they hold, stay bounded.
 type Reviewer struct {
 	client kubernetes.Interface
-	slots  *semaphore.Weighted
+	// audiences a token must have been issued for; none: the API server's
+	// own (see SecureMetrics.TokenAudiences).
+	audiences []string
+	slots     *semaphore.Weighted
 	// Identical reviews in flight share one: a token (or user) costs at
 	// most one review per cache period, however many connections send it.
 	flights  singleflight.Group
@@ -70,19 +74,20 @@ type Reviewer struct {
 }
 
 // NewReviewer returns a Reviewer that sends its reviews with client, at
-// most maxInFlight at once (DefaultMaxInFlightReviews when 0 or less), and
-// counts them on reg.
-func NewReviewer(client kubernetes.Interface, maxInFlight int, reg prometheus.Registerer) *Reviewer {
-	return newReviewer(client, maxInFlight, reg, cache.NewLRUExpireCache)
+// most maxInFlight at once (DefaultMaxInFlightReviews when 0 or less),
+// accepts only tokens issued for one of audiences (none: the API server's
+// own audiences), and counts the reviews on reg.
+func NewReviewer(client kubernetes.Interface, maxInFlight int, audiences []string, reg prometheus.Registerer) *Reviewer {
+	return newReviewer(client, maxInFlight, audiences, reg, cache.NewLRUExpireCache)
 }
 
 // newReviewer is NewReviewer with the caches made by newCache (tests pass
 // caches on a fake clock).
-func newReviewer(client kubernetes.Interface, maxInFlight int, reg prometheus.Registerer, newCache func(int) *cache.LRUExpireCache) *Reviewer {
+func newReviewer(client kubernetes.Interface, maxInFlight int, audiences []string, reg prometheus.Registerer, newCache func(int) *cache.LRUExpireCache) *Reviewer {
 	if maxInFlight <= 0 {
 		maxInFlight = DefaultMaxInFlightReviews
 	}
-	r := &Reviewer{client: client, slots: semaphore.NewWeighted(int64(maxInFlight)),
+	r := &Reviewer{client: client, audiences: slices.Clone(audiences), slots: semaphore.NewWeighted(int64(maxInFlight)),
 		accepted: newCache(reviewCacheSize), refused: newCache(reviewCacheSize), access: newCache(reviewCacheSize),
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "kube_reclaim",
@@ -143,11 +148,11 @@ func (r *Reviewer) Authenticate(ctx context.Context, token string) (user authent
 	}
 	v, err := r.review(ctx, ReviewToken, string(key[:]), func(ctx context.Context) (any, error) {
 		review, err := r.client.AuthenticationV1().TokenReviews().Create(ctx,
-			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+			&authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: r.audiences}}, metav1.CreateOptions{})
 		if err != nil {
 			return nil, fmt.Errorf("TokenReview: %w", err)
 		}
-		if !review.Status.Authenticated {
+		if !review.Status.Authenticated || !r.audienceKnown(review.Status.Audiences) {
 			r.refused.Add(key, struct{}{}, authnRefusedTTL)
 			return nil, nil
 		}
@@ -158,6 +163,19 @@ func (r *Reviewer) Authenticate(ctx context.Context, token string) (user authent
 		return user, false, err
 	}
 	return v.(authenticationv1.UserInfo), true, nil
+}
+
+// audienceKnown says whether the audiences a TokenReview answered with
+// include one the Reviewer asked for. An authenticator that ignores
+// spec.audiences answers none: the token is then refused, as the
+// TokenReview API asks of a client that sets them, or a token issued for
+// the API server (which the scraper could be made to replay elsewhere)
+// would pass for one issued for the metrics server.
+func (r *Reviewer) audienceKnown(answered []string) bool {
+	if len(r.audiences) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(answered, func(a string) bool { return slices.Contains(r.audiences, a) })
 }
 
 // accessAnswer is a SubjectAccessReview's answer.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -75,7 +76,7 @@ func newReviewAPI(users map[string]string) *reviewAPI {
 // reviewerOn returns a Reviewer over a whose caches run on clk.
 func reviewerOn(a *reviewAPI, maxInFlight int, clk cache.Clock) (*Reviewer, *prometheus.Registry) {
 	reg := prometheus.NewRegistry()
-	return newReviewer(a.client, maxInFlight, reg, func(n int) *cache.LRUExpireCache { return cache.NewLRUExpireCacheWithClock(n, clk) }), reg
+	return newReviewer(a.client, maxInFlight, nil, reg, func(n int) *cache.LRUExpireCache { return cache.NewLRUExpireCacheWithClock(n, clk) }), reg
 }
 
 // heldReviewer returns a Reviewer over api, whose reviews Hold can keep in
@@ -88,7 +89,7 @@ func heldReviewer(t *testing.T, api *servingtest.ReviewAPI, maxInFlight int) (*R
 	}
 	cfg.QPS = -1
 	reg := prometheus.NewRegistry()
-	return NewReviewer(kubernetes.NewForConfigOrDie(cfg), maxInFlight, reg), reg
+	return NewReviewer(kubernetes.NewForConfigOrDie(cfg), maxInFlight, nil, reg), reg
 }
 
 func TestReviewerCachesRefusedTokensUntilTheyExpire(t *testing.T) {
@@ -283,4 +284,69 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, value string) fl
 	}
 	t.Fatalf("%s{%q} not registered", name, value)
 	return 0
+}
+
+// A Reviewer with audiences asks the API server for them and accepts a
+// token only when the answer names one of them: a token issued for the API
+// server, or an authenticator that ignores spec.audiences (answering none),
+// is refused.
+func TestReviewerAcceptsOnlyTokensIssuedForItsAudiences(t *testing.T) {
+	// Each token's audiences, as the API server's authenticator knows them.
+	tokens := map[string][]string{
+		"for-metrics":    {"kube-reclaim-metrics"},
+		"for-api-server": {"https://kubernetes.default.svc"},
+		"for-both":       {"https://kubernetes.default.svc", "kube-reclaim-metrics"},
+	}
+	for _, tc := range []struct {
+		name      string
+		audiences []string
+		// unaware: the authenticator ignores spec.audiences and answers none.
+		unaware bool
+		token   string
+		want    bool
+	}{
+		{name: "a token for the metrics audience", audiences: []string{"kube-reclaim-metrics"}, token: "for-metrics", want: true},
+		{name: "a token for the API server", audiences: []string{"kube-reclaim-metrics"}, token: "for-api-server", want: false},
+		{name: "a token for both", audiences: []string{"kube-reclaim-metrics"}, token: "for-both", want: true},
+		{name: "an authenticator that ignores audiences", audiences: []string{"kube-reclaim-metrics"}, unaware: true, token: "for-metrics", want: false},
+		{name: "no audiences: the API server's own", token: "for-api-server", want: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			client := fake.NewClientset()
+			var asked []string
+			client.PrependReactor("create", "tokenreviews", func(action k8stesting.Action) (bool, runtime.Object, error) {
+				review := action.(k8stesting.CreateAction).GetObject().(*authenticationv1.TokenReview).DeepCopy()
+				asked = review.Spec.Audiences
+				has, ok := tokens[review.Spec.Token]
+				want := review.Spec.Audiences
+				if len(want) == 0 || tc.unaware {
+					want = []string{"https://kubernetes.default.svc"}
+				}
+				var both []string
+				for _, a := range has {
+					if slices.Contains(want, a) {
+						both = append(both, a)
+					}
+				}
+				if ok && len(both) > 0 {
+					review.Status = authenticationv1.TokenReviewStatus{Authenticated: true, User: authenticationv1.UserInfo{Username: "scraper"}}
+					if !tc.unaware && len(review.Spec.Audiences) > 0 {
+						review.Status.Audiences = both
+					}
+				}
+				return true, review, nil
+			})
+			r := newReviewer(client, 1, tc.audiences, prometheus.NewRegistry(), cache.NewLRUExpireCache)
+			_, ok, err := r.Authenticate(context.Background(), tc.token)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ok != tc.want {
+				t.Errorf("token %s with audiences %v: accepted %v, want %v", tc.token, tc.audiences, ok, tc.want)
+			}
+			if !slices.Equal(asked, tc.audiences) {
+				t.Errorf("the TokenReview asked for audiences %v, want %v", asked, tc.audiences)
+			}
+		})
+	}
 }

@@ -219,12 +219,12 @@ func TestAdmissionPolicies(t *testing.T) {
 			t.Errorf("publisher's writes not stored: annotation %q, allocatable %v", node.Annotations[reclaimableKey], node.Status.Allocatable)
 		}
 		for what, patch := range map[string]string{
-			"a label":                 `{"metadata":{"labels":{"example.com/x":"y"}}}`,
-			"another annotation":      `{"metadata":{"annotations":{"example.com/x":"y"}}}`,
-			"a condition":             `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Forged"}]}}`,
-			"native allocatable":      `{"status":{"allocatable":{"cpu":"64"}}}`,
-			"another extended value":  `{"status":{"capacity":{"example.com/gpu":"8"}}}`,
-			"the addresses":           `{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.1"}]}}`,
+			"a label":                `{"metadata":{"labels":{"example.com/x":"y"}}}`,
+			"another annotation":     `{"metadata":{"annotations":{"example.com/x":"y"}}}`,
+			"a condition":            `{"status":{"conditions":[{"type":"Ready","status":"False","reason":"Forged"}]}}`,
+			"native allocatable":     `{"status":{"allocatable":{"cpu":"64"}}}`,
+			"another extended value": `{"status":{"capacity":{"example.com/gpu":"8"}}}`,
+			"the addresses":          `{"status":{"addresses":[{"type":"InternalIP","address":"10.0.0.1"}]}}`,
 		} {
 			mustDenyBy(t, "publisher "+what, patchStatus(pub, nodeName, []byte(patch), metav1.PatchOptions{}), "kube-reclaim-publisher-node-writes")
 		}

@@ -121,6 +121,10 @@ func TestMetricsNeedAuthorizedCaller(t *testing.T) {
 			t.Errorf("kube_reclaim_metrics_requests_total{outcome=%q} = %v, want %v", outcome, got, want)
 		}
 	}
+
+	// The same, scraped as components/monitoring configures it, on this
+	// cluster (metrics_scrape_test.go).
+	checkVerifiedScrape(t, c, ns, "scraper")
 }
 
 // shippedClusterRole returns the ClusterRole name of deploy/default.
