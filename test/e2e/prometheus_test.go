@@ -662,10 +662,11 @@ func (f *promFault) bound() (time.Duration, string) {
 
 // testPromFaults injects the three faults and waits for their alerts: the
 // scheduler's Deployment deleted, at the same time an invalid policy
-// written into the policy ConfigMap, and once the publisher refused it (its
-// alert fired), the publisher scaled to zero. Each alert must fire within
+// written into the policy ConfigMap, and once a role refused it and its
+// alert fired, the publisher scaled to zero (a stopped publisher refuses
+// nothing). Each alert must fire within
 // its bound of the fault taking effect: the last pod of the role gone, or
-// the publisher's PolicyRejected Event.
+// the first role's refusal of the new policy file.
 func testPromFaults(t *testing.T, c *cluster.Cluster, prom *promserver.Server, rules []promserver.Rule) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -730,10 +731,10 @@ func testPromFaults(t *testing.T, c *cluster.Cluster, prom *promserver.Server, r
 		f.action = time.Now()
 		if err := refusePolicy(ctx, c); err != nil {
 			t.Error(err)
-		} else if at, err := policyRejected(ctx, c, f.action); err != nil {
+		} else if at, pod, err := policyRefused(ctx, c, f.action); err != nil {
 			t.Error(err)
 		} else {
-			f.effect, f.what = at, "the publisher's PolicyRejected Event"
+			f.effect, f.what = at, "the first refusal of the new policy file (pod "+pod+")"
 			waitFired(f)
 		}
 	}
@@ -806,29 +807,46 @@ func refusePolicy(ctx context.Context, c *cluster.Cluster) error {
 	return err
 }
 
-// policyRejected waits for the publisher's PolicyRejected Event on the
-// policy ConfigMap, after kubelet has synced the edit into its volume, and
-// returns when the test saw it.
-func policyRejected(ctx context.Context, c *cluster.Cluster, after time.Time) (time.Time, error) {
+// policyRefusal is the log line with which every role that reads the
+// policy file (internal/policyfile) refuses a new version of it.
+const policyRefusal = "rejected new policy file"
+
+// policyRefused waits until a role that mounts the policy ConfigMap logs
+// that it refused the new file, once kubelet has synced the edit into its
+// volume (each pod on its own schedule), and returns when the test saw it
+// (looking twice a second) and in which pod.
+func policyRefused(ctx context.Context, c *cluster.Cluster, after time.Time) (time.Time, string, error) {
+	var pod string
 	var err error
-	if _, ok := framework.Poll(3*time.Minute, 250*time.Millisecond, func() bool {
-		var l *corev1.EventList
-		l, err = c.Client.CoreV1().Events(promNamespace).List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.name=" + promPolicyMap + ",reason=PolicyRejected"})
-		if err != nil {
+	since := metav1.NewTime(after.Add(-time.Second))
+	if _, ok := framework.Poll(3*time.Minute, 500*time.Millisecond, func() bool {
+		var l *corev1.PodList
+		if l, err = c.Client.CoreV1().Pods(promNamespace).List(ctx, metav1.ListOptions{}); err != nil {
 			return false
 		}
-		for _, e := range l.Items {
-			if !e.LastTimestamp.Time.Before(after.Truncate(time.Second)) {
-				return true
+		for _, p := range l.Items {
+			for _, v := range p.Spec.Volumes {
+				if v.ConfigMap == nil || v.ConfigMap.Name != promPolicyMap {
+					continue
+				}
+				for _, ct := range p.Spec.Containers {
+					if !slices.ContainsFunc(ct.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == v.Name }) {
+						continue
+					}
+					logs, lerr := c.Client.CoreV1().Pods(promNamespace).GetLogs(p.Name, &corev1.PodLogOptions{Container: ct.Name, SinceTime: &since}).DoRaw(ctx)
+					if lerr == nil && strings.Contains(string(logs), policyRefusal) {
+						pod = p.Name
+						return true
+					}
+				}
 			}
 		}
 		return false
 	}); !ok {
-		if err == nil || apierrors.IsNotFound(err) {
-			err = fmt.Errorf("no PolicyRejected Event on %s within 3 minutes of the edit", promPolicyMap)
+		if err == nil {
+			err = fmt.Errorf("no role logged %q within 3 minutes of the edit", policyRefusal)
 		}
-		return time.Time{}, err
+		return time.Time{}, "", err
 	}
-	return time.Now(), nil
+	return time.Now(), pod, nil
 }
