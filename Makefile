@@ -16,10 +16,13 @@ GOLANGCI_LINT := $(CACHE)/tools/golangci-lint-$(GOLANGCI_LINT_VERSION)/golangci-
 # test/integration: two packages at a time, tests inside a package one by one.
 INTEGRATION_FLAGS ?= -p 2 -timeout 60m
 FUZZTIME ?= 30s
+# make test runs every fuzz target this long: a smoke pass that the targets
+# and their seed corpora still run (make fuzz is the longer search).
+FUZZTIME_SHORT ?= 3s
 BENCH_FLAGS ?=
 UNIT_PKGS = $(shell $(GO) list ./... | grep -v /test/)
 
-.PHONY: all build test test-unit test-integration lint fmt vet tools cluster-up cluster-down clean image image-push manifests demo docs bench fuzz
+.PHONY: all build test test-unit test-integration lint fuzz-short fmt vet tools cluster-up cluster-down clean image image-push manifests demo docs bench fuzz
 
 all: build
 
@@ -35,19 +38,21 @@ image-push: ## Build the image as make image does and push it to IMAGE=registry/
 manifests: ## Render every deploy/ overlay to dist/<overlay>.yaml (kustomize Go API; no kubectl needed)
 	$(GO) run ./hack/manifests -o dist
 
-test: vet test-unit test-integration ## Everything CI runs (.ci/run)
+test: vet lint test-unit fuzz-short test-integration ## Everything CI runs (.ci/run)
 
-test-unit: ## Unit tests with the race detector
+test-unit: ## Unit tests with the race detector (the main module and the nested scheduler/ module)
 	$(GO) test -race -count=1 $(UNIT_PKGS)
+	cd scheduler && GOWORK=off $(GO) test -race -count=1 ./...
 
 test-integration: tools ## Integration tests against the real local cluster
 	$(GO) test -count=1 $(INTEGRATION_FLAGS) ./test/...
 
-tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy, kubectl, promtool, prometheus; install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
+tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy, kubectl, kube-reclaim-scheduler, promtool, prometheus, cert-manager (controller, CA injector, CRDs); install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
 	$(GO) run ./hack/tools
 
-lint: $(GOLANGCI_LINT) ## golangci-lint (pinned)
+lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml: gofmt, go vet, staticcheck, errcheck, funlen (80 lines), gocognit, ...
 	$(GOLANGCI_LINT) run ./...
+	cd scheduler && GOWORK=off $(GOLANGCI_LINT) run ./...
 
 $(GOLANGCI_LINT):
 	GOBIN=$(dir $@) $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
@@ -58,6 +63,7 @@ fmt: ## gofmt every Go file
 vet: ## go vet and a gofmt check
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	cd scheduler && GOWORK=off $(GO) vet ./...
 
 demo: ## Run the whole system on a local cluster and watch batch pods use reclaimed capacity (DEMO_KEEP=1 keeps it running; DEMO_REAL_NODE=1 adds a real kubelet running a batch pod, needs root)
 	$(GO) run ./hack/demo
@@ -94,6 +100,9 @@ fuzz: ## Run every fuzz target of the repository, found by go test -list, for FU
 			else exit 1; fi; \
 		fi; \
 	done
+
+fuzz-short: ## Every fuzz target for FUZZTIME_SHORT (default 3s), as make test runs them
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZTIME_SHORT)
 
 docs: ## Regenerate docs/reference.md from the flags and the policy schema
 	$(GO) run ./hack/docgen

@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -148,10 +149,28 @@ func (b *bundle) workloads(t *testing.T) []workload {
 	return out
 }
 
+// pluginScheduler is the overlay whose scheduler pod runs
+// kube-reclaim-scheduler with the placement plugin: everything but that pod
+// and its configuration is deploy/default's, so the tables of the other
+// overlays leave it to TestPluginSchedulerOverlay.
+const pluginScheduler = "plugin-scheduler"
+
+// extenderOverlays are the overlays of the extender topologies.
+func extenderOverlays() []string {
+	var out []string
+	for _, o := range Overlays {
+		if o != pluginScheduler {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// renderAll renders the overlays of the extender topologies.
 func renderAll(t *testing.T) []*bundle {
 	t.Helper()
 	var out []*bundle
-	for _, o := range Overlays {
+	for _, o := range extenderOverlays() {
 		out = append(out, render(t, o))
 	}
 	return out
@@ -295,6 +314,13 @@ func TestDeploymentsAreHardenedAndProbed(t *testing.T) {
 					opts := parseRole(t, cw, c.Args)
 					if hp := port(t, opts.health()); containerPort(c, c.LivenessProbe.HTTPGet.Port) != hp || containerPort(c, c.ReadinessProbe.HTTPGet.Port) != hp {
 						t.Errorf("%s: probes do not target --health-address %s", cw, opts.health())
+					}
+					// /healthz fails only once the role is stuck, after its own
+					// deadlines (docs/design.md, Operating); the probe only
+					// rides out a slow answer from a busy process.
+					if lp := c.LivenessProbe; lp.FailureThreshold*lp.PeriodSeconds < 30 || lp.TimeoutSeconds < 5 {
+						t.Errorf("%s: liveness probe restarts after %d × %d s with a %d s timeout, want at least 30 s and 5 s",
+							cw, lp.FailureThreshold, lp.PeriodSeconds, lp.TimeoutSeconds)
 					}
 					// Every role serves /metrics over HTTPS on a port of its own,
 					// declared for scrapers.
@@ -1432,7 +1458,7 @@ func TestMonitoringComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, overlay := range Overlays {
+	for _, overlay := range extenderOverlays() {
 		b := renderWithComponent(t, overlay, "monitoring")
 
 		// The certificate the monitors verify: a CA Issuer's, for the
@@ -1625,7 +1651,7 @@ func TestKubePrometheusStackComponent(t *testing.T) {
         path: /subjects/0/name
         value: prom-kube-prometheus-stack-prometheus
 `
-	for _, overlay := range Overlays {
+	for _, overlay := range extenderOverlays() {
 		for _, tc := range []struct {
 			more, release, serviceAccount string
 		}{
@@ -1943,7 +1969,7 @@ func TestMonitoringComponentWithoutCertManager(t *testing.T) {
 	if !bytes.Contains(readme, []byte(strings.TrimSuffix(indented, "  "))) {
 		t.Errorf("deploy/README.md does not give the patch tested here:\n%s", noCertManager)
 	}
-	for _, overlay := range Overlays {
+	for _, overlay := range extenderOverlays() {
 		with := renderWithComponent(t, overlay, "monitoring")
 		without := renderWith(t, overlay, noCertManager, "monitoring")
 		removed := 0
@@ -1964,5 +1990,93 @@ func TestMonitoringComponentWithoutCertManager(t *testing.T) {
 		if removed != 4 {
 			t.Errorf("%s: %d metrics cert-manager objects removed, want 4", without.overlay, removed)
 		}
+	}
+}
+
+// deploy/plugin-scheduler is deploy/default with one difference: the
+// scheduler pod runs kube-reclaim-scheduler (the placement plugin compiled
+// into kube-scheduler) from the kube-reclaim image, alone, with the plugin's
+// configuration. Every other object is default's, which the tables above
+// check.
+func TestPluginSchedulerOverlay(t *testing.T) {
+	def, plug := render(t, "default"), render(t, pluginScheduler)
+	const cfgMap = "kube-reclaim-scheduler-config"
+	isConfig := func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "ConfigMap" && strings.HasPrefix(o.GetName(), cfgMap+"-")
+	}
+	isScheduler := func(o *unstructured.Unstructured) bool {
+		return o.GetKind() == "Deployment" && o.GetName() == "kube-reclaim-scheduler"
+	}
+	others := func(b *bundle) map[string]*unstructured.Unstructured {
+		out := map[string]*unstructured.Unstructured{}
+		for _, o := range b.objs {
+			if !isConfig(o) && !isScheduler(o) {
+				out[key(o.GetKind(), o.GetNamespace(), o.GetName())] = o
+			}
+		}
+		return out
+	}
+	d, p := others(def), others(plug)
+	for k, o := range d {
+		if q, ok := p[k]; !ok {
+			t.Errorf("plugin-scheduler lacks %s", k)
+		} else if !reflect.DeepEqual(o.Object, q.Object) {
+			t.Errorf("plugin-scheduler's %s differs from default's", k)
+		}
+	}
+	for k := range p {
+		if _, ok := d[k]; !ok {
+			t.Errorf("plugin-scheduler adds %s", k)
+		}
+	}
+	// Positive control: the comparison sees the objects of both.
+	if len(d) < 10 || len(d) != len(p) {
+		t.Errorf("compared %d objects of default with %d of plugin-scheduler", len(d), len(p))
+	}
+
+	dep := plug.deployment(t, "kube-reclaim-scheduler")
+	cs := dep.Spec.Template.Spec.Containers
+	if len(cs) != 1 {
+		t.Fatalf("the scheduler pod runs %d containers, want kube-reclaim-scheduler alone (no extender sidecar)", len(cs))
+	}
+	c := cs[0]
+	repo, tag, _ := strings.Cut(c.Image, ":")
+	if repo != image || !releaseTag.MatchString(tag) || len(c.Command) == 0 || c.Command[0] != "kube-reclaim-scheduler" {
+		t.Errorf("scheduler container: image %s command %q, want kube-reclaim-scheduler from %s:vX.Y.Z", c.Image, c.Command, image)
+	}
+	if def.deployment(t, "kube-reclaim-scheduler").Spec.Template.Spec.Containers[0].Image == c.Image {
+		t.Errorf("the default overlay's kube-scheduler image is %s too: the plugin scheduler is not in it", c.Image)
+	}
+	v := mountFor(t, dep, strings.TrimPrefix(c.Command[1], "--config="))
+	if v.ConfigMap == nil || !strings.HasPrefix(v.ConfigMap.Name, cfgMap+"-") {
+		t.Fatalf("--config is not on the scheduler's ConfigMap: %+v", v)
+	}
+	var cm corev1.ConfigMap
+	plug.get(t, "ConfigMap", namespace, v.ConfigMap.Name, &cm)
+	var cfg struct {
+		LeaderElection map[string]any `json:"leaderElection"`
+		Profiles       []struct {
+			SchedulerName string `json:"schedulerName"`
+			Plugins       map[string]struct {
+				Enabled []struct {
+					Name string `json:"name"`
+				} `json:"enabled"`
+			} `json:"plugins"`
+		} `json:"profiles"`
+		Extenders []any `json:"extenders"`
+	}
+	if err := yaml.Unmarshal([]byte(cm.Data["kube-scheduler-config.yaml"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	if len(cfg.Profiles) != 1 || cfg.Profiles[0].SchedulerName != extender.SchedulerName || len(cfg.Extenders) != 0 {
+		t.Fatalf("configuration: profiles %+v, extenders %v; want the one profile %s and no extender", cfg.Profiles, cfg.Extenders, extender.SchedulerName)
+	}
+	for _, point := range []string{"preFilter", "filter", "score", "reserve"} {
+		if en := cfg.Profiles[0].Plugins[point].Enabled; len(en) != 1 || en[0].Name != "KubeReclaim" {
+			t.Errorf("extension point %s enables %+v, want KubeReclaim", point, en)
+		}
+	}
+	if cfg.LeaderElection["resourceName"] != "kube-reclaim-scheduler" || cfg.LeaderElection["resourceNamespace"] != namespace {
+		t.Errorf("leader election %v, want the lease kube-reclaim/kube-reclaim-scheduler the scheduler's Role allows", cfg.LeaderElection)
 	}
 }

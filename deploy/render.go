@@ -19,10 +19,12 @@ import (
 // Overlays are the installable kustomizations, relative to deploy/:
 // `kubectl apply -k deploy/<overlay>`. deploy/ itself points at "default";
 // "own-scheduler" is for clusters whose own kube-scheduler takes the
-// extender (no kube-reclaim-scheduler).
-var Overlays = []string{"default", "cert-manager", "own-scheduler"}
+// extender (no kube-reclaim-scheduler); "plugin-scheduler" runs
+// kube-reclaim-scheduler with the placement plugin instead of kube-scheduler
+// and the extender sidecar.
+var Overlays = []string{"default", "cert-manager", "own-scheduler", "plugin-scheduler"}
 
-//go:embed kustomization.yaml base components default cert-manager own-scheduler webhook scheduler
+//go:embed kustomization.yaml base components default cert-manager own-scheduler plugin-scheduler webhook scheduler
 var manifests embed.FS
 
 // root is where the embedded tree sits in the in-memory filesystem.

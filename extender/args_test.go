@@ -160,12 +160,10 @@ func FuzzParseArgs(f *testing.F) {
 		f.Add(s)
 	}
 	fx := newFixture(f, fixtureOpts{}, filterCluster()...)
-	fx.ext.cache.mu.RLock()
 	cached := map[string]bool{}
-	for n := range fx.ext.cache.nodes {
+	for _, n := range fx.ext.cache.Names() {
 		cached[n] = true
 	}
-	fx.ext.cache.mu.RUnlock()
 	f.Fuzz(func(t *testing.T, body string) {
 		var ref extenderv1.ExtenderArgs
 		refErr := json.Unmarshal([]byte(body), &ref)
@@ -323,10 +321,10 @@ func TestKnownNodeNamesAreNotCopied(t *testing.T) {
 			if !reflect.DeepEqual(got, []string{"roomy", "busy"}) || rq.unknown != 1 {
 				t.Fatalf("names = %q with %d unknown, want roomy, busy and 1", got, rq.unknown)
 			}
-			s.cache.mu.RLock()
-			defer s.cache.mu.RUnlock()
+			s.cache.RLock()
+			defer s.cache.RUnlock()
 			for _, n := range got {
-				if e := s.cache.nodes[n]; e == nil || unsafe.StringData(e.name) != unsafe.StringData(n) {
+				if e := s.cache.EntryLocked([]byte(n)); e == nil || unsafe.StringData(e.Name()) != unsafe.StringData(n) {
 					t.Errorf("%q does not share the cache's string", n)
 				}
 			}

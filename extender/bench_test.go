@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/benchfixture"
 	"github.com/kube-reclaim/kube-reclaim/test/cputime"
@@ -28,8 +29,8 @@ import (
 func benchCluster(tb testing.TB, nodes int) (*server, []string) {
 	tb.Helper()
 	m := newMetrics(prometheus.NewRegistry())
-	c := newNodeCache(10*time.Minute, 30*time.Second, nil, m)
-	c.now = func() time.Time { return t0 }
+	c := placement.NewCache(10*time.Minute, 30*time.Second, bindAPITimeout, nil, m.cache())
+	c.SetClock(func() time.Time { return t0 }, func(time.Time) bool { return true })
 	names := make([]string, nodes)
 	store := mapPods{}
 	for i := range nodes {
@@ -40,7 +41,7 @@ func benchCluster(tb testing.TB, nodes int) (*server, []string) {
 		}
 		a := reclaimable.Annotation{CPUMilli: 64000, MemoryBytes: 256 * gi, Policy: "usage", MetricsTime: written, WriteTime: written}
 		v, _ := a.Marshal()
-		c.setNode(&nodeRecord{name: names[i], annotation: v, present: true, allocatable: req(96000, 384*gi)})
+		c.SetNode((&nodeRecord{name: names[i], annotation: v, present: true, allocatable: req(96000, 384*gi)}).node())
 		per := req(1000, 4*gi)
 		if i%10 == 3 {
 			per = req(2100, 8*gi) // 63000m / 240Gi used: no room for 2000m / 8Gi
@@ -48,7 +49,7 @@ func benchCluster(tb testing.TB, nodes int) (*server, []string) {
 		for j := range 30 {
 			p := &podRecord{namespace: "batch", name: fmt.Sprintf("p-%d-%d", i, j),
 				uid: types.UID(fmt.Sprintf("uid-%d-%d", i, j)), nodeName: names[i], req: per}
-			c.setPod(p)
+			c.SetPod(p.pod())
 			store[p.namespace+"/"+p.name] = p
 		}
 	}
@@ -235,10 +236,10 @@ func BenchmarkAssume(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		a, err := s.cache.assume(uids[i], "batch/p", names[i%len(names)], r)
+		a, err := s.cache.Assume(uids[i], "batch/p", names[i%len(names)], r)
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.cache.bound(a, true)
+		s.cache.Bound(a, true)
 	}
 }

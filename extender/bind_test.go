@@ -648,14 +648,14 @@ func TestAssumptionLifecycle(t *testing.T) {
 			t.Errorf("assumptions gauge = %v, want 1", got)
 		}
 		f.clock.Step(20 * time.Second)
-		if gone := f.ext.cache.expire(f.clock.Now()); len(gone) != 0 {
+		if gone := f.ext.cache.Expire(f.clock.Now()); len(gone) != 0 {
 			t.Errorf("expired at exactly the timeout: %v", gone)
 		}
 		if got := f.free("n1"); got != req(1000, 3*gi) {
 			t.Errorf("free before expiry = %+v", got)
 		}
 		f.clock.Step(time.Millisecond)
-		if gone := f.ext.cache.expire(f.clock.Now()); len(gone) != 1 || gone[0].pod != "batch/p" || gone[0].node != "n1" {
+		if gone := f.ext.cache.Expire(f.clock.Now()); len(gone) != 1 || gone[0].Pod != "batch/p" || gone[0].Node != "n1" {
 			t.Errorf("expired = %+v, want batch/p on n1", gone)
 		}
 		if got := f.free("n1"); got != req(4000, 4*gi) {
@@ -670,7 +670,7 @@ func TestAssumptionLifecycle(t *testing.T) {
 			t.Fatal(res.Error)
 		}
 		f.clock.Step(time.Minute)
-		go f.ext.cache.runExpiry(ctx, time.Millisecond)
+		go f.ext.cache.RunExpiry(ctx, time.Millisecond)
 		f.eventually("the expiry loop", func() bool {
 			return testutil.ToFloat64(f.ext.server.metrics.assumptionsExpired) == 1
 		})
@@ -863,7 +863,7 @@ func TestConcurrentBindsNeverOverbook(t *testing.T) {
 			f.eventually("the informer to confirm every bind", func() bool {
 				for _, n := range nodeNames {
 					mu.Lock()
-					want := room.Add(neg(booked[n]))
+					want := room.Add(reclaimable.Resources{CPUMilli: -booked[n].CPUMilli, MemoryBytes: -booked[n].MemoryBytes})
 					mu.Unlock()
 					if f.free(n) != want {
 						return false

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -147,10 +148,10 @@ func TestClampLoggedOncePerChange(t *testing.T) {
 		}
 		v := n.Annotations[testNames.Annotation]
 		f.eventually("the node update", func() bool {
-			f.ext.cache.mu.RLock()
-			defer f.ext.cache.mu.RUnlock()
-			e := f.ext.cache.nodes["n1"]
-			return e != nil && e.annotation == v
+			f.ext.cache.RLock()
+			defer f.ext.cache.RUnlock()
+			e := f.ext.cache.EntryLocked([]byte("n1"))
+			return e != nil && e.Annotation() == v
 		})
 	}
 	clampLogs := func() (warn, info int) {
@@ -221,7 +222,7 @@ func TestNativeRoomIsTheSmallerOfAllocatableAndCapacity(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &corev1.Node{Status: corev1.NodeStatus{Allocatable: tt.allocatable, Capacity: tt.capacity}}
-			if got := nativeAllocatable(n); got != tt.want {
+			if got := placement.NativeAllocatable(n); got != tt.want {
 				t.Errorf("native room = %+v, want %+v", got, tt.want)
 			}
 		})

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -93,8 +94,7 @@ func newFixture(t testing.TB, o fixtureOpts, objs ...runtime.Object) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ext.cache.now = f.clock.Now
-	ext.cache.alive = func(time.Time) bool { return f.alive.Load() }
+	ext.cache.SetClock(f.clock.Now, func(time.Time) bool { return f.alive.Load() })
 	f.ext, f.h = ext, ext.server.handler()
 	if !o.noStart {
 		f.start()
@@ -193,20 +193,20 @@ func decodeOK(t testing.TB, rec *httptest.ResponseRecorder, v any) {
 
 // free returns the node's current room as the extender sees it.
 func (f *fixture) free(node string) reclaimable.Resources {
-	st := make([]nodeState, 1)
-	f.ext.cache.states([]string{node}, st)
-	return st[0].free
+	st := make([]placement.State, 1)
+	f.ext.cache.States([]string{node}, st)
+	return st[0].Free
 }
 
 func (f *fixture) assumptions() int {
-	a, _, _ := f.ext.cache.counts()
+	a, _, _ := f.ext.cache.Counts()
 	return a
 }
 
 // filtered reads filtered_nodes_total{reason}.
 func (f *fixture) filtered(reason string) float64 {
 	f.t.Helper()
-	i := slices.Index(reasonLabels[:], reason)
+	i := slices.Index(placement.ReasonLabels[:], reason)
 	if i < 0 || f.ext.server.metrics.filtered[i] == nil {
 		f.t.Fatalf("no filtered_nodes_total{reason=%q}", reason)
 	}

@@ -99,7 +99,7 @@ func TestNotReadyUntilInformersSynced(t *testing.T) {
 		return false, nil, nil
 	})
 	health := serving.NewHealth(prometheus.NewRegistry())
-	f.ext.registerReadiness(health)
+	f.ext.registerHealth(health)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	f.ext.informers.run(ctx, new(sync.WaitGroup))

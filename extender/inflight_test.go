@@ -40,7 +40,7 @@ func TestEachVerbServesAtMostMaxInFlightCallsAtOnce(t *testing.T) {
 			// Every verb takes the cache's lock inside its slot (the node
 			// names, the states, the bind's check of the room): held, it
 			// keeps the calls in their slots.
-			f.ext.cache.mu.Lock()
+			release := f.ext.cache.Hold()
 			held := make(chan int, slots)
 			var wg sync.WaitGroup
 			for range slots {
@@ -50,7 +50,7 @@ func TestEachVerbServesAtMostMaxInFlightCallsAtOnce(t *testing.T) {
 			start := time.Now()
 			busy := call()
 			took := time.Since(start)
-			f.ext.cache.mu.Unlock()
+			release()
 			wg.Wait()
 			close(held)
 			if busy.Code != http.StatusTooManyRequests || !strings.Contains(busy.Body.String(), "extender busy: all 2 in-flight "+tt.verb+" calls are taken") {

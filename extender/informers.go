@@ -19,6 +19,8 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/internal/compactlist"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
+	"github.com/kube-reclaim/kube-reclaim/internal/watchhealth"
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -46,6 +48,11 @@ type podRecord struct {
 	created int64
 }
 
+// pod is what the placement cache keeps of the pod.
+func (p *podRecord) pod() placement.Pod {
+	return placement.Pod{UID: p.uid, NodeName: p.nodeName, Req: p.req, Terminal: p.terminal}
+}
+
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
 func (p *podRecord) GetObjectMeta() metav1.Object {
 	return &metav1.ObjectMeta{Namespace: p.namespace, Name: p.name, UID: p.uid, ResourceVersion: p.resourceVersion}
@@ -68,6 +75,11 @@ type nodeRecord struct {
 	// allocatable is the node's native allocatable CPU (millicores) and
 	// memory (bytes): no annotated value may exceed it.
 	allocatable reclaimable.Resources
+}
+
+// node is what the placement cache keeps of the node.
+func (n *nodeRecord) node() placement.Node {
+	return placement.Node{Name: n.name, Annotation: n.annotation, Present: n.present, Allocatable: n.allocatable}
 }
 
 // GetObjectMeta lets cache.MetaNamespaceKeyFunc key the record.
@@ -124,31 +136,28 @@ func nodeRecords(n reclaimable.Names) compactlist.Convert {
 	return func(obj runtime.Object) runtime.Object {
 		if node, ok := obj.(*corev1.Node); ok {
 			v, present := node.Annotations[n.Annotation]
-			return &nodeRecord{name: node.Name, resourceVersion: node.ResourceVersion, annotation: v, present: present, allocatable: nativeAllocatable(node)}
+			return &nodeRecord{name: node.Name, resourceVersion: node.ResourceVersion, annotation: v, present: present, allocatable: placement.NativeAllocatable(node)}
 		}
 		return obj
 	}
 }
 
-// nativeAllocatable is the node's native CPU and memory room: the smaller
-// of allocatable and capacity, each as the node lists it. A resource a list
-// leaves out counts as 0, so a node that lists none gets no reclaimed room:
-// the node writes its own status, and an annotation it may have written too
-// is only trusted within what it declares.
-func nativeAllocatable(node *corev1.Node) reclaimable.Resources {
-	a, c := node.Status.Allocatable, node.Status.Capacity
-	return reclaimable.Resources{
-		CPUMilli:    min(a.Cpu().MilliValue(), c.Cpu().MilliValue()),
-		MemoryBytes: min(a.Memory().Value(), c.Memory().Value()),
-	}
+// notEnforcedMessage explains why a reclaimed pod without the pod webhook's
+// limits is refused: err (from enforcement.Enforced) names each container
+// and what it lacks. The same text goes to every node of a filter call, so
+// the FailedScheduling event shows it once.
+func notEnforcedMessage(err error) string {
+	return err.Error() + " (refused by the extender's --require-enforced: without native limits kubelet would not hold the pod to its grant)"
 }
 
-// informers are the node and pod informers feeding a nodeCache.
+// informers are the node and pod informers feeding a nodeCache, and what
+// sees their list and watch calls (liveness).
 type informers struct {
-	nodes, pods cache.SharedIndexInformer
+	nodes, pods         cache.SharedIndexInformer
+	nodeWatch, podWatch *watchhealth.Watch
 }
 
-func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache) (*informers, error) {
+func newInformers(client kubernetes.Interface, n reclaimable.Names, c *placement.Cache) (*informers, error) {
 	// Both informers are fed records through compactlist: listing 150,000
 	// pods never holds more than a page of full Pods.
 	podLW := &cache.ListWatch{
@@ -172,19 +181,18 @@ func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache
 			return client.CoreV1().Nodes().Watch(ctx, o)
 		},
 	}
-	inf := &informers{
-		pods: cache.NewSharedIndexInformerWithOptions(compactlist.New(podLW, podRecords(n)), &podRecord{},
-			cache.SharedIndexInformerOptions{ObjectDescription: "pods", Indexers: cache.Indexers{pendingIndex: pendingReclaimed}}),
-		nodes: cache.NewSharedIndexInformerWithOptions(compactlist.New(nodeLW, nodeRecords(n)), &nodeRecord{},
-			cache.SharedIndexInformerOptions{ObjectDescription: "nodes"}),
-	}
+	inf := &informers{nodeWatch: watchhealth.New("nodes", watchhealth.DefaultStall), podWatch: watchhealth.New("pods", watchhealth.DefaultStall)}
+	inf.pods = cache.NewSharedIndexInformerWithOptions(inf.podWatch.ListerWatcher(compactlist.New(podLW, podRecords(n))), &podRecord{},
+		cache.SharedIndexInformerOptions{ObjectDescription: "pods", Indexers: cache.Indexers{pendingIndex: pendingReclaimed}})
+	inf.nodes = cache.NewSharedIndexInformerWithOptions(inf.nodeWatch.ListerWatcher(compactlist.New(nodeLW, nodeRecords(n))), &nodeRecord{},
+		cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
 	if _, err := inf.pods.AddEventHandler(podHandlers(c)); err != nil {
 		return nil, err
 	}
 	if _, err := inf.nodes.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj interface{}) { withNode(obj, c.setNode) },
-		UpdateFunc: func(_, obj interface{}) { withNode(obj, c.setNode) },
-		DeleteFunc: func(obj interface{}) { withNode(obj, func(n *nodeRecord) { c.deleteNode(n.name) }) },
+		AddFunc:    func(obj interface{}) { withNode(obj, func(n *nodeRecord) { c.SetNode(n.node()) }) },
+		UpdateFunc: func(_, obj interface{}) { withNode(obj, func(n *nodeRecord) { c.SetNode(n.node()) }) },
+		DeleteFunc: func(obj interface{}) { withNode(obj, func(n *nodeRecord) { c.DeleteNode(n.name) }) },
 	}); err != nil {
 		return nil, err
 	}
@@ -192,9 +200,9 @@ func newInformers(client kubernetes.Interface, n reclaimable.Names, c *nodeCache
 }
 
 // podHandlers applies the pod informer's events to c.
-func podHandlers(c *nodeCache) cache.ResourceEventHandlerFuncs {
+func podHandlers(c *placement.Cache) cache.ResourceEventHandlerFuncs {
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj interface{}) { withPod(obj, c.setPod) },
+		AddFunc: func(obj interface{}) { withPod(obj, func(p *podRecord) { c.SetPod(p.pod()) }) },
 		UpdateFunc: func(oldObj, obj interface{}) {
 			withPod(obj, func(p *podRecord) {
 				// The informer keys pods by namespace/name: after a relist, a
@@ -202,12 +210,12 @@ func podHandlers(c *nodeCache) cache.ResourceEventHandlerFuncs {
 				// down (a StatefulSet's) comes as an update of the old pod,
 				// whose deletion never comes. The cache is keyed by UID.
 				if old, ok := oldObj.(*podRecord); ok && old.uid != p.uid {
-					c.deletePod(old)
+					c.DeletePod(old.uid)
 				}
-				c.setPod(p)
+				c.SetPod(p.pod())
 			})
 		},
-		DeleteFunc: func(obj interface{}) { withPod(obj, c.deletePod) },
+		DeleteFunc: func(obj interface{}) { withPod(obj, func(p *podRecord) { c.DeletePod(p.uid) }) },
 	}
 }
 
@@ -237,9 +245,12 @@ func typeName(obj interface{}) string { return fmt.Sprintf("%T", obj) }
 
 // run starts both informers in wg; they stop when ctx ends.
 func (i *informers) run(ctx context.Context, wg *sync.WaitGroup) {
-	wg.Go(func() { i.nodes.RunWithContext(ctx) })
-	wg.Go(func() { i.pods.RunWithContext(ctx) })
+	wg.Go(func() { i.nodeWatch.Run(ctx, i.nodes) })
+	wg.Go(func() { i.podWatch.Run(ctx, i.pods) })
 }
+
+// check is the informers' liveness (watchhealth.Watch.Check).
+func (i *informers) check() error { return watchhealth.Checks(i.nodeWatch, i.podWatch)() }
 
 func (i *informers) hasSynced() bool { return i.nodes.HasSynced() && i.pods.HasSynced() }
 

@@ -99,7 +99,7 @@ func BenchmarkReclaimedPodLoopback(b *testing.B) {
 			case <-stop:
 				return
 			case <-time.After(100 * time.Millisecond):
-				s.cache.expire(t0.Add(24 * time.Hour))
+				s.cache.Expire(t0.Add(24 * time.Hour))
 			}
 		}
 	}()

@@ -7,6 +7,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/placement"
 )
 
 // Bind results, the values of the result label of binds_total.
@@ -38,15 +39,9 @@ const (
 var bindRefusalReasons = []string{refusedNoUID, refusedNotFiltered, refusedPodGone, refusedFilterDisagrees, refusedScheduler,
 	refusedNoRequest, refusedBound, refusedMismatch, refusedNotEnforced, refusedNoRoom}
 
-// Resource label values of clamped_nodes.
-const (
-	clampCPU    = "cpu"
-	clampMemory = "memory"
-)
-
 type metrics struct {
 	requests *serving.RequestMetrics
-	filtered [nReasons]prometheus.Counter // by reasonID, every label pre-created
+	filtered [placement.NReasons]prometheus.Counter // by reasonID, every label pre-created
 	binds    *prometheus.CounterVec
 	// bindSuccesses, bindFromInformer and bindFromAPI are children of
 	// binds and bindLookups that every bind counts, resolved once.
@@ -110,13 +105,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{1, 10, 50, 100, 250, 500, 1000, 2500, 5000}},
 			[]string{"verb"}),
 	}
-	for id := rNone + 1; id < nReasons; id++ {
-		m.filtered[id] = filtered.WithLabelValues(reasonLabels[id])
+	for id := placement.RNone + 1; id < placement.NReasons; id++ {
+		m.filtered[id] = filtered.WithLabelValues(placement.ReasonLabels[id])
 	}
 	for _, r := range []string{bindSuccess, bindConflict, bindRejected, bindAPIError} {
 		m.binds.WithLabelValues(r)
 	}
-	for _, r := range []string{clampCPU, clampMemory} {
+	for _, r := range []string{placement.ClampCPU, placement.ClampMemory} {
 		m.clampedNodes.WithLabelValues(r)
 	}
 	for _, v := range []string{"filter", "bind"} {
@@ -138,23 +133,28 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 }
 
 // registerCacheGauges exposes the cache's sizes, read at scrape time.
-func registerCacheGauges(reg prometheus.Registerer, c *nodeCache) {
+func registerCacheGauges(reg prometheus.Registerer, c *placement.Cache) {
 	const ns, sub = "kube_reclaim", "extender"
 	reg.MustRegister(
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "assumptions",
 			Help: "Pods bound by this extender that the pod informer has not shown bound yet."},
-			func() float64 { a, _, _ := c.counts(); return float64(a) }),
+			func() float64 { a, _, _ := c.Counts(); return float64(a) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "cached_nodes",
 			Help: "Nodes in the extender's cache (known nodes and nodes still referenced by pods)."},
-			func() float64 { _, n, _ := c.counts(); return float64(n) }),
+			func() float64 { _, n, _ := c.Counts(); return float64(n) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub, Name: "placed_reclaimed_pods",
 			Help: "Non-terminal bound pods requesting reclaimed resources, counted against their nodes' room."},
-			func() float64 { _, _, p := c.counts(); return float64(p) }),
+			func() float64 { _, _, p := c.Counts(); return float64(p) }),
 	)
 }
 
+// cache is what the placement cache counts.
+func (m *metrics) cache() *placement.Metrics {
+	return &placement.Metrics{ClampedNodes: m.clampedNodes, AssumptionsExpired: m.assumptionsExpired, AssumptionConfirmed: m.assumptionConfirmed}
+}
+
 // countFiltered adds one request's per-reason failure counts.
-func (m *metrics) countFiltered(c *reasonCounts) {
+func (m *metrics) countFiltered(c *placement.ReasonCounts) {
 	for id, n := range c {
 		if n > 0 && m.filtered[id] != nil {
 			m.filtered[id].Add(float64(n))

@@ -46,15 +46,14 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// Strategies of the prioritize verb.
+// Strategies of the prioritize verb (placement.Score).
 const (
-	// StrategySpread scores nodes with the most reclaimed room left highest.
-	StrategySpread = "spread"
-	// StrategyBinpack scores nodes with the least reclaimed room left highest.
-	StrategyBinpack = "binpack"
+	StrategySpread  = placement.StrategySpread
+	StrategyBinpack = placement.StrategyBinpack
 )
 
 // Defaults of the extender's flags.
@@ -166,7 +165,7 @@ func (o *Options) Validate() error {
 // core wires the cache, informers and verbs server; New and the tests build
 // it the same way.
 type core struct {
-	cache     *nodeCache
+	cache     *placement.Cache
 	informers *informers
 	tracker   *leaderlease.Tracker
 	server    *server
@@ -186,7 +185,7 @@ type config struct {
 
 func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*core, error) {
 	m := newMetrics(reg)
-	c := newNodeCache(cfg.staleAfter, cfg.assumeTimeout, tracker.Alive, m)
+	c := placement.NewCache(cfg.staleAfter, cfg.assumeTimeout, bindAPITimeout, tracker.Alive, m.cache())
 	registerCacheGauges(reg, c)
 	inf, err := newInformers(client, cfg.names, c)
 	if err != nil {
@@ -210,14 +209,18 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 
 func (e *core) synced() bool { return e.informers.hasSynced() && e.tracker.HasSynced() }
 
-// registerReadiness makes /readyz fail until the caches synced.
-func (e *core) registerReadiness(h *serving.Health) {
+// registerHealth makes /readyz fail until the caches synced, and
+// /healthz once an informer stopped or has failed to list and watch for
+// minutes (watchhealth): the verbs would go on answering from a cache that
+// no longer changes.
+func (e *core) registerHealth(h *serving.Health) {
 	h.AddReadyCheck("informers", func() error {
 		if !e.synced() {
 			return errors.New("node, pod and publisher lease informers not synced yet")
 		}
 		return nil
 	})
+	h.AddLiveCheck("informers", func() error { return errors.Join(e.informers.check(), e.tracker.Check()) })
 }
 
 // start runs the informers, the lease tracker and the assumption expiry in
@@ -225,7 +228,7 @@ func (e *core) registerReadiness(h *serving.Health) {
 func (e *core) start(ctx context.Context, wg *sync.WaitGroup) {
 	e.informers.run(ctx, wg)
 	wg.Go(func() { e.tracker.Run(ctx) })
-	wg.Go(func() { e.cache.runExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.assumeTimeout/4))) })
+	wg.Go(func() { e.cache.RunExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.AssumeTimeout()/4))) })
 }
 
 // waitForSync blocks until the caches synced or ctx ended.
@@ -235,12 +238,7 @@ func (e *core) waitForSync(ctx context.Context) bool {
 
 // Run builds the extender from the flags and serves it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	o.SetupLogging()
-	e, err := New(o)
-	if err != nil {
-		return err
-	}
-	return e.Run(ctx)
+	return cli.Run(ctx, &o.Common, o, New)
 }
 
 // Extender is the scheduler extender built from its flags: the node cache,
@@ -281,7 +279,7 @@ func New(o *Options) (*Extender, error) {
 	if err != nil {
 		return nil, err
 	}
-	e.core.registerReadiness(e.health)
+	e.core.registerHealth(e.health)
 	// Ready means the verbs answer: the listener is bound only after the
 	// caches synced, so /readyz must wait for it too, or a scheduler (or a
 	// test) sent there by readiness meets "connection refused".
@@ -316,10 +314,7 @@ func (e *Extender) Run(ctx context.Context) error {
 		g.Go(func() error { e.certs.Run(ctx, certReloadInterval); return nil })
 	}
 	g.Go(func() error { return e.serveVerbs(ctx) })
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return cli.Wait(g)
 }
 
 // serveVerbs waits for the caches to sync, then serves the verbs until ctx

@@ -80,33 +80,3 @@ func TestPrioritizeEmptyNodeList(t *testing.T) {
 		t.Errorf("got %d %q, want 200 \"[]\\n\"", rec.Code, rec.Body.String())
 	}
 }
-
-func TestScoreBounds(t *testing.T) {
-	// Free room above the published value (published went up, or an
-	// over-booked node recovering) and below zero stay within 0..10.
-	tests := []struct {
-		name    string
-		st      nodeState
-		req     int64
-		spread  int64
-		binpack int64
-	}{
-		{"more free than published clamps to the maximum", nodeState{known: true, fresh: true,
-			published: req(1000, gi), free: req(5000, 5*gi)}, 100, 10, 0},
-		{"nothing published for memory counts as no room there; halves round up", nodeState{known: true, fresh: true,
-			published: req(1000, 0), free: req(1000, 0)}, 500, 3, 7},
-		{"no fit scores the minimum under both strategies", nodeState{known: true, fresh: true,
-			published: req(1000, gi), free: req(-200, gi)}, 100, 0, 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := req(tt.req, 0)
-			if got := score(StrategySpread, tt.st, r); got != tt.spread {
-				t.Errorf("spread = %d, want %d", got, tt.spread)
-			}
-			if got := score(StrategyBinpack, tt.st, r); got != tt.binpack {
-				t.Errorf("binpack = %d, want %d", got, tt.binpack)
-			}
-		})
-	}
-}

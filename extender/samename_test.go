@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -33,8 +34,8 @@ func TestPodUpdateToAnotherUIDReleasesTheOldPodsRoom(t *testing.T) {
 			wantA: req(500, gi)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := newNodeCache(10*time.Minute, 30*time.Second, nil, newMetrics(prometheus.NewRegistry()))
-			c.now = func() time.Time { return t0 }
+			c := placement.NewCache(10*time.Minute, 30*time.Second, bindAPITimeout, nil, newMetrics(prometheus.NewRegistry()).cache())
+			c.SetClock(func() time.Time { return t0 }, func(time.Time) bool { return true })
 			h := podHandlers(c)
 			h.OnAdd(old, false)
 			if got := used(c, "a"); got != old.req {
@@ -49,18 +50,14 @@ func TestPodUpdateToAnotherUIDReleasesTheOldPodsRoom(t *testing.T) {
 			}
 			// The new pod's own deletion leaves nothing behind.
 			h.OnDelete(tc.new)
-			if _, _, placed := c.counts(); placed != 0 {
+			if _, _, placed := c.Counts(); placed != 0 {
 				t.Errorf("after the new pod's deletion %d pods are still placed, want 0", placed)
 			}
 		})
 	}
 }
 
-func used(c *nodeCache, node string) reclaimable.Resources {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if e := c.nodes[node]; e != nil {
-		return e.used
-	}
-	return reclaimable.Resources{}
+func used(c *placement.Cache, node string) reclaimable.Resources {
+	u, _ := c.Held(node)
+	return u
 }

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"net/http"
 	"os"
 	"strconv"
@@ -22,6 +21,7 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -56,7 +56,7 @@ type podSource interface {
 type server struct {
 	names    reclaimable.Names
 	strategy string
-	cache    *nodeCache
+	cache    *placement.Cache
 	pods     podSource
 	client   kubernetes.Interface
 	synced   func() bool
@@ -92,9 +92,9 @@ const (
 	filteredNodesKept = 1 << 17
 )
 
-func newServer(names reclaimable.Names, strategy string, c *nodeCache, pods podSource, client kubernetes.Interface, synced func() bool, m *metrics) *server {
+func newServer(names reclaimable.Names, strategy string, c *placement.Cache, pods podSource, client kubernetes.Interface, synced func() bool, m *metrics) *server {
 	s := &server{names: names, strategy: strategy, cache: c, pods: pods, client: client, synced: synced,
-		metrics: m, maxBody: maxRequestBytes, mismatchMsg: mismatchMessage(names), args: &argsDecoder{names: names, cache: c, pods: pods},
+		metrics: m, maxBody: maxRequestBytes, mismatchMsg: placement.MismatchMessage(names), args: &argsDecoder{names: names, cache: c, pods: pods},
 		filtered:       newFilteredPods(filteredPodsKept, filteredNodesKept),
 		schedulerNames: map[string]bool{SchedulerName: true}, bodyTimeout: bodyReadTimeout}
 	s.setMaxInFlight(DefaultMaxInFlight)
@@ -159,14 +159,14 @@ func (s *server) ready(w http.ResponseWriter) bool {
 // request holds the buffers of one call; they are pooled.
 type request struct {
 	body   bytes.Buffer
-	states []nodeState
+	states []placement.State
 	out    []byte
 	// The decoded NodeNames and the answer's slices and map, reused: at
 	// 5000 names they are most of a call's garbage, and garbage collection
 	// against the pod cache is what sets the p99.
 	names []string
 	// entries are the cache entries of names, as nameSink found them.
-	entries []*nodeEntry
+	entries []*placement.Entry
 	// unknown counts the names of the body the cache does not hold: they
 	// are not in names (see nameSink).
 	unknown  int
@@ -333,15 +333,15 @@ func (s *server) serveArgs(verb string, respond func(names []string, pod *podRec
 }
 
 // nodeStates returns the states of names, in rq's reusable slice.
-func (s *server) nodeStates(names []string, rq *request) []nodeState {
+func (s *server) nodeStates(names []string, rq *request) []placement.State {
 	if cap(rq.states) < len(names) {
-		rq.states = make([]nodeState, len(names))
+		rq.states = make([]placement.State, len(names))
 	}
 	st := rq.states[:len(names)]
 	if len(rq.entries) == len(names) {
-		s.cache.statesOf(rq.entries, st)
+		s.cache.StatesOf(rq.entries, st)
 	} else {
-		s.cache.states(names, st)
+		s.cache.States(names, st)
 	}
 	return st
 }
@@ -352,7 +352,7 @@ func (s *server) nodeStates(names []string, rq *request) []nodeState {
 // 0 in prioritize.
 func (s *server) unknownNodes(verb string, pod *podRecord, n int) {
 	if verb == "filter" {
-		s.metrics.filtered[rUnknownNode].Add(float64(n))
+		s.metrics.filtered[placement.RUnknownNode].Add(float64(n))
 	}
 	logrus.WithFields(logrus.Fields{"verb": verb, "pod": clip(pod.namespace + "/" + pod.name), "unknownNodes": n}).
 		Info("node names the extender's cache does not hold were left out of the answer (the scheduler's view is ahead of the node informer, or the caller is not kube-scheduler)")
@@ -374,8 +374,8 @@ func (s *server) filter(names []string, pod *podRecord, rq *request) any {
 		for _, n := range names {
 			res.FailedAndUnresolvableNodes[n] = s.mismatchMsg
 		}
-		var counts reasonCounts
-		counts[rLimitsMismatch] = len(names)
+		var counts placement.ReasonCounts
+		counts[placement.RLimitsMismatch] = len(names)
 		s.metrics.countFiltered(&counts)
 		return res
 	case req.IsZero():
@@ -388,8 +388,8 @@ func (s *server) filter(names []string, pod *podRecord, rq *request) any {
 		for _, n := range names {
 			res.FailedAndUnresolvableNodes[n] = msg
 		}
-		var counts reasonCounts
-		counts[rNotEnforced] = len(names)
+		var counts placement.ReasonCounts
+		counts[placement.RNotEnforced] = len(names)
 		s.metrics.countFiltered(&counts)
 		s.metrics.notEnforced.WithLabelValues("filter").Inc()
 		logrus.WithFields(logrus.Fields{"pod": clip(pod.namespace + "/" + pod.name)}).Debug("filter refused a pod that is not enforced: " + clip(msg))
@@ -404,13 +404,13 @@ func (s *server) filter(names []string, pod *podRecord, rq *request) any {
 		rq.failed = make(extenderv1.FailedNodesMap, len(names))
 	}
 	res.FailedNodes = rq.failed
-	var counts reasonCounts
+	var counts placement.ReasonCounts
 	for i := range states {
-		if fits(states[i], req) {
+		if placement.Fits(states[i], req) {
 			passed = append(passed, names[i])
 			continue
 		}
-		msg, r := failure(states[i], req)
+		msg, r := placement.Failure(states[i], req)
 		res.FailedNodes[names[i]] = msg
 		counts[r]++
 	}
@@ -421,7 +421,7 @@ func (s *server) filter(names []string, pod *podRecord, rq *request) any {
 	if !rq.fromInformer {
 		stored = s.storedPod(pod)
 	}
-	if !s.filtered.add(pod, passed, s.cache.now(), stored) {
+	if !s.filtered.add(pod, passed, s.cache.Now(), stored) {
 		s.metrics.filterNotRecorded.Inc()
 	}
 	return res
@@ -444,7 +444,7 @@ func (s *server) notEnforced(pod *podRecord) string {
 // its limits) scores 0 everywhere (neutral).
 func (s *server) prioritize(names []string, pod *podRecord, rq *request) any {
 	req, mismatch := pod.req, pod.mismatch
-	var states []nodeState
+	var states []placement.State
 	if !mismatch && !req.IsZero() && len(names) > 0 {
 		states = s.nodeStates(names, rq)
 	}
@@ -458,37 +458,10 @@ func (s *server) prioritize(names []string, pod *podRecord, rq *request) any {
 	for i, n := range names {
 		list[i] = extenderv1.HostPriority{Host: n}
 		if states != nil {
-			list[i].Score = score(s.strategy, states[i], req)
+			list[i].Score = placement.Score(s.strategy, states[i], req, extenderv1.MaxExtenderPriority)
 		}
 	}
 	return &list
-}
-
-func fits(st nodeState, req reclaimable.Resources) bool {
-	return st.known && st.fresh &&
-		(req.CPUMilli <= 0 || req.CPUMilli <= st.free.CPUMilli) &&
-		(req.MemoryBytes <= 0 || req.MemoryBytes <= st.free.MemoryBytes)
-}
-
-func score(strategy string, st nodeState, req reclaimable.Resources) int64 {
-	if !fits(st, req) {
-		return extenderv1.MinExtenderPriority
-	}
-	f := (fraction(st.free.CPUMilli-req.CPUMilli, st.published.CPUMilli) +
-		fraction(st.free.MemoryBytes-req.MemoryBytes, st.published.MemoryBytes)) / 2
-	sc := int64(math.Round(f * float64(extenderv1.MaxExtenderPriority)))
-	if strategy == StrategyBinpack {
-		sc = extenderv1.MaxExtenderPriority - sc
-	}
-	return sc
-}
-
-// fraction is left/published clamped to [0, 1]; 0 when nothing is published.
-func fraction(left, published int64) float64 {
-	if published <= 0 || left <= 0 {
-		return 0
-	}
-	return min(float64(left)/float64(published), 1)
 }
 
 // storedPod returns the informer's record of pod's namespace and name when
@@ -549,7 +522,7 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 	}
 	// First, before any lookup: only the scheduler that asked this
 	// extender to filter the pod binds it, on a node that filter passed.
-	filtered, ok := s.filtered.passed(args.PodNamespace, args.PodName, args.PodUID, args.Node, s.cache.now())
+	filtered, ok := s.filtered.passed(args.PodNamespace, args.PodName, args.PodUID, args.Node, s.cache.Now())
 	if !ok {
 		return refuse(refusedNotFiltered, bindRejected, fmt.Sprintf("node %s was not passed by this extender's filter for pod %s (UID %s) within %s",
 			args.Node, key, args.PodUID, filterPassTTL))
@@ -584,12 +557,12 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 		s.metrics.notEnforced.WithLabelValues("bind").Inc()
 		return refuse(refusedNotEnforced, bindRejected, rec.unenforced)
 	}
-	a, err := s.cache.assume(rec.uid, key, args.Node, rec.req)
-	var c *conflict
+	a, err := s.cache.Assume(rec.uid, key, args.Node, rec.req)
+	var c *placement.Conflict
 	switch {
 	case errors.As(err, &c):
-		s.metrics.conflicts.WithLabelValues(c.reason).Inc()
-		return refuse(refusedNoRoom, bindConflict, fmt.Sprintf("node %s has no room left for pod %s: %s", args.Node, key, c.message))
+		s.metrics.conflicts.WithLabelValues(c.Reason).Inc()
+		return refuse(refusedNoRoom, bindConflict, fmt.Sprintf("node %s has no room left for pod %s: %s", args.Node, key, c.Message))
 	case err != nil:
 		return refuse(refusedBound, bindRejected, fmt.Sprintf("pod %s: %v", key, err))
 	}
@@ -599,7 +572,7 @@ func (s *server) bind(ctx context.Context, args *extenderv1.ExtenderBindingArgs)
 		Target:     corev1.ObjectReference{Kind: "Node", Name: args.Node},
 	}, metav1.CreateOptions{})
 	cancel()
-	s.cache.bound(a, err == nil || !definitelyNotBound(err))
+	s.cache.Bound(a, err == nil || !definitelyNotBound(err))
 	if err != nil {
 		s.metrics.binds.WithLabelValues(bindAPIError).Inc()
 		log().WithError(err).Warn("creating the Binding failed")

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -301,7 +302,7 @@ func explain(body []byte, err error) error {
 type argsDecoder struct {
 	names reclaimable.Names
 	// cache: node names are looked up in it (nil: every name is kept).
-	cache *nodeCache
+	cache *placement.Cache
 	// pods: a body's pod is answered for the informer's record when it
 	// names the object the informer holds (nil: never).
 	pods podSource
@@ -356,8 +357,8 @@ func (d *argsDecoder) decode(body []byte, rq *request) error {
 // under one read lock.
 func (d *argsDecoder) readNames(iter *jsoniter.Iterator, rq *request) {
 	if d.cache != nil {
-		d.cache.mu.RLock()
-		defer d.cache.mu.RUnlock()
+		d.cache.RLock()
+		defer d.cache.RUnlock()
 	}
 	// Bounded by addName.
 	readArray(iter, -1, nil, func(int) {
@@ -413,16 +414,16 @@ func (d *argsDecoder) addName(b []byte, rq *request) error {
 		rq.names = append(rq.names, string(b))
 		return nil
 	}
-	e := d.cache.nodes[string(b)] // no allocation: the compiler looks up b in place
+	e := d.cache.EntryLocked(b)
 	if e == nil {
 		rq.unknown++
 		return nil
 	}
 	// Known names are bounded by the cache, unless the body repeats them.
-	if len(rq.names) >= len(d.cache.nodes) {
+	if len(rq.names) >= d.cache.LenLocked() {
 		return errRepeatedNames
 	}
-	rq.names = append(rq.names, e.name)
+	rq.names = append(rq.names, e.Name())
 	rq.entries = append(rq.entries, e)
 	return nil
 }

@@ -46,9 +46,10 @@ type Pod struct {
 	// Samples is the pod's usage history, ascending by Time.
 	Samples []Sample
 	// Series, when not the zero value, is read in place of Samples: the
-	// pod's series in a History, read where it is kept. The publisher hands
-	// the policy some 20 samples of each of 150,000 pods every period, and
-	// copying them out first took a fifth of its cycle (BenchmarkCycle).
+	// pod's series in a History, read where it is kept: the publisher hands
+	// the policy every sample of every pod each period, and copying them out
+	// first was a large part of its cycle (docs/benchmarks.md, "Memory and
+	// CPU at 5,000 nodes").
 	Series PodSeries
 }
 

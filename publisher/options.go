@@ -35,6 +35,9 @@ type Options struct {
 	Workers           int
 	WriteTimeout      time.Duration
 	PerNodeMetrics    bool
+	// CycleDeadline: /healthz fails when the leader makes no progress for
+	// this long (Publisher.checkProgress); 0 means cycleDeadline's default.
+	CycleDeadline time.Duration
 
 	// LeaderElection: --leader-elect-*; the webhook and the extender watch
 	// the Lease it names (their --publisher-lease-*).
@@ -45,12 +48,12 @@ type Options struct {
 
 // defaultDecreaseThreshold: a decrease of the room within the band an
 // increase must leave (the policy's default changeThreshold) waits for the
-// refresh. In BenchmarkCycleWrites ±3 % noise on usage moved a node's room
-// down by less than 2 % in 98 % of the decreases, and by 5 to 6.5 % in 3 of
-// 41,000 (room is what is left after usage, so it wobbles more); each decrease
-// written restarts the node's refresh clock. Held back, 10 % of the room is at
-// most 6.5 % of allocatable for at most one refresh interval, inside the
-// default margin (35 %); eviction judges the computed room, not this one.
+// refresh. Room is what is left after usage, so noise on usage moves it by
+// more than the noise, and each decrease written restarts the node's refresh
+// clock; held back, such a decrease stays inside the policy's default margin
+// for at most one refresh interval, and eviction judges the computed room,
+// not this one. docs/benchmarks.md ("Counting writes") has the measurements
+// (BenchmarkCycleWrites) behind the value.
 const defaultDecreaseThreshold = 0.10
 
 // NewOptions returns the defaults.
@@ -85,8 +88,24 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.Workers, "workers", o.Workers, "Nodes written in parallel.")
 	fs.DurationVar(&o.WriteTimeout, "write-timeout", o.WriteTimeout, "Time allowed for one node's writes, retries included; a failing node never stalls the others.")
 	fs.BoolVar(&o.PerNodeMetrics, "per-node-metrics", o.PerNodeMetrics, "Export the room published on every node and what its batch pods hold as four gauges labelled by node (four series per node: 20,000 at 5,000 nodes). The cluster-wide and per-pool sums are exported either way.")
+	fs.DurationVar(&o.CycleDeadline, "cycle-deadline", o.CycleDeadline, "While this replica leads, /healthz fails once no cycle has finished and no node write has ended for this long, so that the kubelet restarts a publisher stuck in a cycle. 0 means 5 × --period, at least 2m. Keep it above the longest step of a healthy cycle: reading usage (up to the larger of --period and 10s) and one cycle's evictions (each up to --write-timeout).")
 	o.LeaderElection.AddFlags(fs)
 	o.Eviction.AddFlags(fs)
+}
+
+// Liveness deadline of the cycles when --cycle-deadline is 0:
+// cycleDeadlinePeriods periods, at least minCycleDeadline.
+const (
+	cycleDeadlinePeriods = 5
+	minCycleDeadline     = 2 * time.Minute
+)
+
+// cycleDeadline is --cycle-deadline, or its default when 0.
+func (o *Options) cycleDeadline() time.Duration {
+	if o.CycleDeadline > 0 {
+		return o.CycleDeadline
+	}
+	return max(cycleDeadlinePeriods*o.Period, minCycleDeadline)
 }
 
 // Validate reports every invalid flag at once.
@@ -104,6 +123,11 @@ func (o *Options) Validate() error {
 	pos("write-timeout", o.WriteTimeout)
 	if o.MetricsStaleAfter > 0 && o.Period > 0 && o.MetricsStaleAfter < o.Period {
 		errs = append(errs, fmt.Errorf("--metrics-stale-after (%s) must be at least --period (%s)", o.MetricsStaleAfter, o.Period))
+	}
+	if o.CycleDeadline < 0 {
+		errs = append(errs, fmt.Errorf("--cycle-deadline must not be negative, got %s", o.CycleDeadline))
+	} else if o.CycleDeadline > 0 && o.CycleDeadline < 2*o.Period {
+		errs = append(errs, fmt.Errorf("--cycle-deadline (%s) must be at least twice --period (%s): a cycle finishes once a period at best", o.CycleDeadline, o.Period))
 	}
 	if o.DecreaseThreshold < 0 || o.DecreaseThreshold >= 1 {
 		errs = append(errs, fmt.Errorf("--decrease-threshold must be in [0,1), got %v", o.DecreaseThreshold))

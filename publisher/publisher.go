@@ -32,10 +32,13 @@ import (
 	metricsclient "k8s.io/metrics/pkg/client/clientset/versioned"
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
+	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/compactlist"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
+	"github.com/kube-reclaim/kube-reclaim/internal/watchhealth"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -53,6 +56,9 @@ type Publisher struct {
 	nodes     cache.Store
 	pods      *podStore
 	hasSynced []cache.InformerSynced
+	// nodeWatch and podWatch see the informers' list and watch calls
+	// (liveness).
+	nodeWatch, podWatch *watchhealth.Watch
 
 	config atomic.Pointer[policy.Config]
 
@@ -76,9 +82,16 @@ type Publisher struct {
 	endpoints serving.Endpoints
 	elector   *leaderelection.LeaderElector
 	identity  string
+	// watchdog fails /healthz when this replica leads but has not renewed
+	// its Lease for two lease durations (leaderlease.Watchdog).
+	watchdog *leaderlease.Watchdog
 
 	leading        atomic.Bool
 	firstCycleDone atomic.Bool
+	// progress is the unix-nano instant of the leader's last progress: its
+	// informers synced, a cycle finished or a node write ended. 0 until the
+	// cycles start.
+	progress atomic.Int64
 	// published remembers which nodes have per-node gauges of the room, to
 	// delete them; held the value of each node's held gauges; pools which
 	// pools have per-pool gauges.
@@ -92,12 +105,7 @@ var errLostLeadership = errors.New("lost leadership")
 
 // Run builds the publisher from the flags and runs it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	o.SetupLogging()
-	p, err := New(o)
-	if err != nil {
-		return err
-	}
-	return p.Run(ctx)
+	return cli.Run(ctx, &o.Common, o, New)
 }
 
 // New builds a publisher from its flags: everything that can fail before it
@@ -133,6 +141,7 @@ func New(o *Options) (*Publisher, error) {
 		return nil, err
 	}
 	p.addReadyChecks()
+	p.addLiveChecks()
 	if o.LeaderElection.LeaderElect {
 		if p.elector, err = p.leaderElector(); err != nil {
 			return nil, err
@@ -161,10 +170,7 @@ func (p *Publisher) Run(ctx context.Context) error {
 	g.Go(func() error { p.file.Run(ctx); return nil })
 	p.startInformers(ctx, &informers)
 	g.Go(func() error { return p.lead(ctx) })
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return cli.Wait(g)
 }
 
 // addReadyChecks makes /readyz fail until the informers synced and, on the
@@ -186,6 +192,37 @@ func (p *Publisher) addReadyChecks() {
 		return nil
 	})
 }
+
+// addLiveChecks makes /healthz fail when the publisher is stuck: its
+// informers stopped or cannot list and watch, the leader makes no progress
+// (checkProgress), or it holds the Lease without renewing it.
+func (p *Publisher) addLiveChecks() {
+	p.health.AddLiveCheck("informers", watchhealth.Checks(p.nodeWatch, p.podWatch))
+	p.health.AddLiveCheck("cycle", p.checkProgress)
+	p.health.AddLiveCheck("leader-election", p.watchdog.Check)
+}
+
+// checkProgress fails when this replica leads and has neither finished a
+// cycle nor ended a node write for --cycle-deadline since its informers
+// synced. Node writes count so that a first cycle writing thousands of
+// nodes (at 50 writes a second) is not taken for a stuck one; each of them
+// ends within --write-timeout. A standby, and a leader waiting for its
+// informers to sync (a list of every pod, however long it takes; the
+// informers' own check says when their calls fail), pass.
+func (p *Publisher) checkProgress() error {
+	last := p.progress.Load()
+	if !p.leading.Load() || last == 0 {
+		return nil
+	}
+	deadline := p.opts.cycleDeadline()
+	if d := time.Since(time.Unix(0, last)); d > deadline {
+		return fmt.Errorf("leading, and no cycle finished and no node write ended for %s (--cycle-deadline %s)", d.Round(time.Second), deadline)
+	}
+	return nil
+}
+
+// progressed records the leader's progress for checkProgress.
+func (p *Publisher) progressed() { p.progress.Store(time.Now().UnixNano()) }
 
 // lead runs the cycles while this replica leads (always without leader
 // election). Losing the lease while ctx goes on is an error: another replica
@@ -215,6 +252,8 @@ func (p *Publisher) cycles(ctx context.Context) {
 func newPublisher(o *Options, client kubernetes.Interface, mc metricsclient.Interface, reg prometheus.Registerer) *Publisher {
 	p := &Publisher{opts: o, names: o.Names(), client: client, metrics: mc, m: newMetrics(reg, o.PerNodeMetrics),
 		published: map[string]bool{}, held: map[string]reclaimable.Resources{}, pools: map[string]bool{}, pods: newPodStore(), podsByNode: map[string][]*policyinput.Pod{}}
+	p.nodeWatch, p.podWatch = watchhealth.New("nodes", watchhealth.DefaultStall), watchhealth.New("pods", watchhealth.DefaultStall)
+	p.watchdog = leaderlease.NewWatchdog(o.LeaderElection.ResourceNamespace+"/"+o.LeaderElection.ResourceName, o.LeaderElection.LeaseDuration.Duration)
 	p.evictor = eviction.New(eviction.Config{Options: o.Eviction, Period: o.Period, MetricsStaleAfter: o.MetricsStaleAfter,
 		Timeout: o.WriteTimeout, Client: client, Pods: p.podsOn}, reg)
 	p.config.Store(policy.Default())
@@ -230,7 +269,7 @@ func newPublisher(o *Options, client kubernetes.Interface, mc metricsclient.Inte
 // publisher's own store (podStore), nodes to the informer's.
 func (p *Publisher) startInformers(ctx context.Context, wg *sync.WaitGroup) {
 	core := p.client.CoreV1()
-	podLW := compactlist.New(&cache.ListWatch{
+	podLW := p.podWatch.ListerWatcher(compactlist.New(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = policyinput.NonTerminalPods
 			return core.Pods(metav1.NamespaceAll).List(ctx, o)
@@ -239,24 +278,24 @@ func (p *Publisher) startInformers(ctx context.Context, wg *sync.WaitGroup) {
 			o.FieldSelector = policyinput.NonTerminalPods
 			return core.Pods(metav1.NamespaceAll).Watch(ctx, o)
 		},
-	}, policyinput.PodRecords(p.names))
+	}, policyinput.PodRecords(p.names)))
 	// The conversion looks the previous record up through p.nodes when a
 	// node arrives: the informer's store exists only once the informer
 	// does, and the informer is built from this conversion.
-	nodeLW := compactlist.New(&cache.ListWatch{
+	nodeLW := p.nodeWatch.ListerWatcher(compactlist.New(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			return core.Nodes().List(ctx, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			return core.Nodes().Watch(ctx, o)
 		},
-	}, nodeRecords(p.names, func(name string) *nodeRecord { return storedNode(p.nodes, name) }))
+	}, nodeRecords(p.names, func(name string) *nodeRecord { return storedNode(p.nodes, name) })))
 	pods := cache.NewReflectorWithOptions(podLW, &policyinput.Pod{}, p.pods, cache.ReflectorOptions{Name: "pods", TypeDescription: "pods"})
 	nodeInf := cache.NewSharedIndexInformerWithOptions(nodeLW, &nodeRecord{}, cache.SharedIndexInformerOptions{ObjectDescription: "nodes"})
 	p.nodes = nodeInf.GetIndexer()
 	p.hasSynced = []cache.InformerSynced{nodeInf.HasSynced, p.pods.hasSynced}
-	wg.Go(func() { nodeInf.RunWithContext(ctx) })
-	wg.Go(func() { pods.RunWithContext(ctx) })
+	wg.Go(func() { p.nodeWatch.Run(ctx, nodeInf) })
+	wg.Go(func() { p.podWatch.Run(ctx, pods) })
 }
 
 // leaderElector builds the elector of --leader-elect-*; its identity is
@@ -273,8 +312,8 @@ func (p *Publisher) leaderElector() (*leaderelection.LeaderElector, error) {
 		Client:     p.client.CoordinationV1(),
 		LockConfig: resourcelock.ResourceLockConfig{Identity: p.identity},
 	}
-	return leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            p.watchdog.Lock(lock),
 		LeaseDuration:   e.LeaseDuration.Duration,
 		RenewDeadline:   e.RenewDeadline.Duration,
 		RetryPeriod:     e.RetryPeriod.Duration,
@@ -293,12 +332,18 @@ func (p *Publisher) leaderElector() (*leaderelection.LeaderElector, error) {
 			},
 		},
 	})
+	if err != nil {
+		return nil, err
+	}
+	p.watchdog.Watch(le)
+	return le, nil
 }
 
 func (p *Publisher) loop(ctx context.Context) {
 	if !cache.WaitForCacheSync(ctx.Done(), p.hasSynced...) {
 		return
 	}
+	p.progressed()
 	t := time.NewTicker(p.opts.Period)
 	defer t.Stop()
 	for {
@@ -355,6 +400,7 @@ func (p *Publisher) Cycle(ctx context.Context) {
 	p.m.nodesEvaluated.Set(float64(len(nodes)))
 	p.m.cycleDuration.Observe(time.Since(start).Seconds())
 	p.firstCycleDone.Store(true)
+	p.progressed()
 	logrus.WithFields(logrus.Fields{"nodes": len(nodes), "writes": len(writes), "stale": zero[policy.ZeroReasonStale],
 		"duration": time.Since(start).Round(time.Millisecond)}).Debug("cycle done")
 }
@@ -518,6 +564,7 @@ func (p *Publisher) runWrites(ctx context.Context, writes []write) {
 		if err := p.write(ctx, w); err != nil {
 			logrus.WithError(err).WithFields(logrus.Fields{"node": w.node, "reason": w.reason}).Warn("publishing failed; retrying next cycle")
 		}
+		p.progressed()
 	})
 	if !p.opts.PerNodeMetrics {
 		return

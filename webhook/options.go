@@ -122,34 +122,7 @@ func (o *Options) Validate() error {
 		errs = append(errs, err)
 	}
 	if o.SelfSigned {
-		if o.TLSCertFile != "" || o.TLSKeyFile != "" {
-			errs = append(errs, errors.New("--self-signed cannot be combined with --tls-cert-file/--tls-private-key-file"))
-		}
-		if msgs := validation.IsDNS1123Subdomain(o.WebhookConfigurationName); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--webhook-configuration-name %q: %v", o.WebhookConfigurationName, msgs))
-		}
-		if (o.ServiceName == "") != (o.ServiceNamespace == "") {
-			errs = append(errs, errors.New("--service-name and --service-namespace must both be set or both be empty"))
-		}
-		if o.ServiceName == "" && len(o.ExtraSANs) == 0 {
-			errs = append(errs, errors.New("--self-signed needs --service-name/--service-namespace or --extra-sans for the certificate's names"))
-		}
-		for _, san := range o.ExtraSANs {
-			if net.ParseIP(san) == nil && len(validation.IsDNS1123Subdomain(san)) > 0 {
-				errs = append(errs, fmt.Errorf("--extra-sans: %q is neither an IP address nor a DNS name", san))
-			}
-		}
-		if o.CABundleResyncInterval <= 0 {
-			errs = append(errs, fmt.Errorf("--ca-bundle-resync-interval must be positive, got %s", o.CABundleResyncInterval))
-		}
-		if o.CASecretName != "" {
-			if msgs := validation.IsDNS1123Subdomain(o.CASecretName); len(msgs) > 0 {
-				errs = append(errs, fmt.Errorf("--ca-secret-name %q: %v", o.CASecretName, msgs))
-			}
-			if msgs := validation.IsDNS1123Label(o.CASecretNamespace); len(msgs) > 0 {
-				errs = append(errs, fmt.Errorf("--ca-secret-namespace %q: %v", o.CASecretNamespace, msgs))
-			}
-		}
+		errs = append(errs, o.validateSelfSigned()...)
 	} else {
 		if o.TLSCertFile == "" || o.TLSKeyFile == "" {
 			errs = append(errs, errors.New("--tls-cert-file and --tls-private-key-file are both required unless --self-signed"))
@@ -180,6 +153,40 @@ func (o *Options) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validateSelfSigned checks the flags of --self-signed.
+func (o *Options) validateSelfSigned() []error {
+	var errs []error
+	if o.TLSCertFile != "" || o.TLSKeyFile != "" {
+		errs = append(errs, errors.New("--self-signed cannot be combined with --tls-cert-file/--tls-private-key-file"))
+	}
+	if msgs := validation.IsDNS1123Subdomain(o.WebhookConfigurationName); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--webhook-configuration-name %q: %v", o.WebhookConfigurationName, msgs))
+	}
+	if (o.ServiceName == "") != (o.ServiceNamespace == "") {
+		errs = append(errs, errors.New("--service-name and --service-namespace must both be set or both be empty"))
+	}
+	if o.ServiceName == "" && len(o.ExtraSANs) == 0 {
+		errs = append(errs, errors.New("--self-signed needs --service-name/--service-namespace or --extra-sans for the certificate's names"))
+	}
+	for _, san := range o.ExtraSANs {
+		if net.ParseIP(san) == nil && len(validation.IsDNS1123Subdomain(san)) > 0 {
+			errs = append(errs, fmt.Errorf("--extra-sans: %q is neither an IP address nor a DNS name", san))
+		}
+	}
+	if o.CABundleResyncInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--ca-bundle-resync-interval must be positive, got %s", o.CABundleResyncInterval))
+	}
+	if o.CASecretName != "" {
+		if msgs := validation.IsDNS1123Subdomain(o.CASecretName); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--ca-secret-name %q: %v", o.CASecretName, msgs))
+		}
+		if msgs := validation.IsDNS1123Label(o.CASecretNamespace); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("--ca-secret-namespace %q: %v", o.CASecretNamespace, msgs))
+		}
+	}
+	return errs
+}
+
 // hosts returns the names of the self-signed certificate.
 func (o *Options) hosts() []string {
 	return append(ServiceHosts(o.ServiceNamespace, o.ServiceName), o.ExtraSANs...)
@@ -187,12 +194,7 @@ func (o *Options) hosts() []string {
 
 // Run builds the webhook from the flags and serves it until ctx ends.
 func (o *Options) Run(ctx context.Context) error {
-	o.SetupLogging()
-	w, err := New(o)
-	if err != nil {
-		return err
-	}
-	return w.Run(ctx)
+	return cli.Run(ctx, &o.Common, o, New)
 }
 
 // Webhook is the admission webhook built from its flags: the handler, its
@@ -240,6 +242,7 @@ func New(o *Options) (*Webhook, error) {
 			}
 			return nil
 		})
+		w.health.AddLiveCheck("publisher-lease", w.tracker.Check)
 	}
 	if err := w.newCertificate(); err != nil {
 		return nil, err
@@ -329,8 +332,5 @@ func (w *Webhook) Run(ctx context.Context) error {
 	g.Go(func() error {
 		return serving.ListenAndServe(ctx, serving.NewServer(o.ListenAddress, w.handler), serving.TLSConfig(w.getCert))
 	})
-	if err := g.Wait(); err != nil && !errors.Is(err, context.Canceled) {
-		return err
-	}
-	return nil
+	return cli.Wait(g)
 }

@@ -1,6 +1,7 @@
 // Command tools builds and caches the pinned control-plane binaries and
-// kubelet, kube-proxy, kubectl, promtool and the Prometheus server, and
-// installs the container runtime real nodes need (make tools).
+// kubelet, kube-proxy, kubectl, kube-reclaim-scheduler, cert-manager, promtool
+// and the Prometheus server, and installs the container runtime real nodes
+// need (make tools).
 // The wrapper modules beside this file pin each component's version.
 package main
 
@@ -30,6 +31,13 @@ func main() {
 	if err != nil {
 		fail(err)
 	}
+	if _, err := cluster.EnsureCertManager(ctx, os.Stdout); err != nil {
+		fail(err)
+	}
+	pluginScheduler, err := cluster.EnsurePluginScheduler(ctx, os.Stdout)
+	if err != nil {
+		fail(err)
+	}
 	if _, err := cluster.EnsurePromtool(ctx, os.Stdout); err != nil {
 		fail(err)
 	}
@@ -42,7 +50,7 @@ func main() {
 		fail(err)
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kwok, b.MetricsServer,
-		kubelet, kubeProxy, kubectl, prometheus, rt.Containerd, rt.Runc} {
+		kubelet, kubeProxy, kubectl, pluginScheduler, prometheus, rt.Containerd, rt.Runc} {
 		fmt.Println(p)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/apis/policy/v1alpha1"
+	"github.com/kube-reclaim/kube-reclaim/internal/version"
 )
 
 // policyDir is the API package of the policy file, relative to the
@@ -52,7 +53,7 @@ func policyReference(root string) (string, error) {
 	b.WriteString("## Policy file (`publisher --config`)\n\n")
 	fmt.Fprintf(&b, "Read by the publisher (default and pools) and the webhook (profiles). `apiVersion: %s`, `kind: %s`. Generated from the types of `%s`. ", v1alpha1.GroupVersion, v1alpha1.Kind, filepath.ToSlash(policyDir))
 	b.WriteString("Unknown and duplicate fields are errors, and every error is reported at once with its field path. ")
-	b.WriteString("A file without `apiVersion` and `kind` (the form before v1alpha1, the same fields) still loads, with a warning.\n\n")
+	fmt.Fprintf(&b, "A file without `apiVersion` and `kind` (the form before v1alpha1, the same fields) still loads, with a warning, until %s removes that form.\n\n", version.DeprecatedRemovedIn)
 	for _, t := range policyTypes {
 		fmt.Fprintf(&b, "### %s\n\n%s\n\n", t.Name(), docs[t.Name()])
 		b.WriteString("| field | type | default | meaning |\n| --- | --- | --- | --- |\n")

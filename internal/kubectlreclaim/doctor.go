@@ -114,7 +114,7 @@ fails. Run it after an install and before filing a bug (attach -o yaml).`,
 				return err
 			}
 			if !cmd.Flags().Changed("publisher-lease-namespace") {
-				d.LeaseNamespace = m.namespace
+				d.PublisherLeaseNamespace = m.namespace
 			}
 			c, err := o.clients()
 			if err != nil {

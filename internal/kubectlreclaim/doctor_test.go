@@ -10,6 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"math/big"
 	"slices"
 	"strings"
@@ -145,7 +146,7 @@ func healthyInstall(t *testing.T, overlay string, ca testCA) install {
 			objs = append(objs, &corev1.Secret{ObjectMeta: ref, Data: map[string][]byte{corev1.TLSCertKey: crt}})
 		}
 	}
-	objs = append(objs, publisherLease(m.namespace, defaultLeaseName, time.Second))
+	objs = append(objs, publisherLease(m.namespace, leaderlease.DefaultName, time.Second))
 	var metrics []metricsv1beta1.NodeMetrics
 	for _, n := range []string{"node-a", "node-b"} {
 		objs = append(objs, annotated(n, reclaimable.Annotation{CPUMilli: 1000, MemoryBytes: gib, Policy: "request", WriteTime: now.Add(-time.Minute)}, res(1000, gib)))

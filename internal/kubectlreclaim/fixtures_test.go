@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease/leasetest"
 	"slices"
 	"testing"
 	"time"
@@ -40,6 +42,11 @@ type world struct {
 	// noLease leaves out the publisher's Lease that run adds, freshly
 	// renewed, to a world holding no Lease: the cluster has no publisher.
 	noLease bool
+	// leaseHistory are the versions of the publisher's Lease, oldest first,
+	// served as etcd serves them (leasetest.History) from compactedBefore on;
+	// the last is the Lease now.
+	leaseHistory    []*coordinationv1.Lease
+	compactedBefore uint64
 	// reactors answer the list requests of a resource (e.g. "pods") in
 	// place of the fake's tracker.
 	reactors map[string]clienttesting.ReactionFunc
@@ -63,10 +70,13 @@ func run(t *testing.T, w world, args ...string) (string, string, error) {
 			return true, &metricsv1beta1.NodeMetricsList{Items: w.metrics}, nil
 		})
 		objects := w.objects
-		if !w.noLease && !slices.ContainsFunc(objects, func(o runtime.Object) bool { _, ok := o.(*coordinationv1.Lease); return ok }) {
-			objects = append(slices.Clip(objects), publisherLease(defaultLeaseNamespace, defaultLeaseName, time.Second))
+		if !w.noLease && len(w.leaseHistory) == 0 && !slices.ContainsFunc(objects, func(o runtime.Object) bool { _, ok := o.(*coordinationv1.Lease); return ok }) {
+			objects = append(slices.Clip(objects), publisherLease(leaderlease.DefaultNamespace, leaderlease.DefaultName, time.Second))
 		}
 		kube := fake.NewClientset(objects...)
+		if len(w.leaseHistory) > 0 {
+			leasetest.History(kube, w.compactedBefore, w.leaseHistory...)
+		}
 		for resource, react := range w.reactors {
 			kube.PrependReactor("list", resource, react)
 		}

@@ -7,57 +7,33 @@ import (
 
 	"github.com/spf13/pflag"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// The publisher's default leader-election Lease, which the webhook and the
-// extender watch (their --publisher-lease-namespace/--publisher-lease-name).
-const (
-	defaultLeaseNamespace = leaderlease.DefaultNamespace
-	defaultLeaseName      = leaderlease.DefaultName
-)
-
 // freshnessFlags decide, like the webhook and the extender, whether an
 // annotation still counts: its write time against --stale-after, and the
-// publisher's leader Lease.
+// publisher's leader Lease. They are the roles' own flags and rule
+// (leaderlease.Staleness, leaderlease.Read): pass the roles' values.
 type freshnessFlags struct {
-	StaleAfter     time.Duration
-	LeaseNamespace string
-	LeaseName      string
+	leaderlease.Staleness
 }
 
 func defaultFreshness() freshnessFlags {
-	return freshnessFlags{StaleAfter: reclaimable.DefaultStaleAfter, LeaseNamespace: defaultLeaseNamespace, LeaseName: defaultLeaseName}
+	return freshnessFlags{Staleness: leaderlease.DefaultStaleness()}
 }
 
 func (f *freshnessFlags) addFlags(fs *pflag.FlagSet) {
-	fs.DurationVar(&f.StaleAfter, "stale-after", f.StaleAfter,
-		"An annotation written longer ago than this counts as zero; use the --stale-after of the webhook and the extender.")
-	fs.StringVar(&f.LeaseNamespace, "publisher-lease-namespace", f.LeaseNamespace, "Namespace of the publisher's leader-election Lease.")
-	fs.StringVar(&f.LeaseName, "publisher-lease-name", f.LeaseName,
-		"Name of the publisher's leader-election Lease; while it is missing or not renewed for two lease durations every node counts as zero, "+
-			"as in the webhook and the extender. Empty: not checked.")
+	f.AddFlags(fs, "kubectl reclaim reports the node stale, as the webhook and the extender do with the same value")
 }
 
 func (f *freshnessFlags) validate() []error {
-	var errs []error
-	if f.StaleAfter <= 0 {
-		errs = append(errs, fmt.Errorf("--stale-after: %s must be positive", f.StaleAfter))
+	if err := f.Validate(); err != nil {
+		return []error{err}
 	}
-	if f.LeaseName != "" {
-		if msgs := validation.IsDNS1123Subdomain(f.LeaseName); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--publisher-lease-name %q: %v", f.LeaseName, msgs))
-		}
-		if msgs := validation.IsDNS1123Label(f.LeaseNamespace); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("--publisher-lease-namespace %q: %v", f.LeaseNamespace, msgs))
-		}
-	}
-	return errs
+	return nil
 }
 
 // LeaseReport is what kubectl reclaim found of the publisher's Lease.
@@ -73,17 +49,19 @@ type LeaseReport struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// leaderLease reads the publisher's Lease and judges it by
-// leaderlease.Deadline, as leaderlease.Tracker does: no Lease, or one without
-// a renew time or duration, counts as expired. A Lease that cannot be read (RBAC)
-// counts as alive, with a warning: this client's rights say nothing of the
-// webhook's and extender's view. Nil when the Lease is not checked.
+// leaderLease reads the publisher's Lease and judges it by leaderlease.Read,
+// the rule of the webhook's and the extender's leaderlease.Tracker: no Lease,
+// or one without a renew time or duration, counts as expired, and a released
+// one keeps the deadline of its holder's last renewal. A Lease that cannot be
+// read (RBAC) counts as alive, with a warning: this client's rights say
+// nothing of the webhook's and extender's view. Nil when the Lease is not
+// checked.
 func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interface, now time.Time) (*LeaseReport, error) {
-	if f.LeaseName == "" {
+	if f.PublisherLeaseName == "" {
 		return nil, nil
 	}
-	r := &LeaseReport{Namespace: f.LeaseNamespace, Name: f.LeaseName, Alive: true}
-	l, err := kube.CoordinationV1().Leases(f.LeaseNamespace).Get(ctx, f.LeaseName, metav1.GetOptions{})
+	r := &LeaseReport{Namespace: f.PublisherLeaseNamespace, Name: f.PublisherLeaseName, Alive: true}
+	read, err := leaderlease.Read(ctx, kube, f.PublisherLeaseNamespace, f.PublisherLeaseName)
 	switch {
 	case apierrors.IsNotFound(err):
 		r.Alive = false
@@ -91,23 +69,38 @@ func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interf
 		return r, nil
 	case err != nil:
 		r.Detail = "not taken into account: " + err.Error()
-		return r, fmt.Errorf("reading the publisher Lease %s/%s: %w", f.LeaseNamespace, f.LeaseName, err)
+		return r, fmt.Errorf("reading the publisher Lease %s/%s: %w", f.PublisherLeaseNamespace, f.PublisherLeaseName, err)
+	}
+	r.Alive = now.Before(read.Deadline)
+	released := ""
+	if leaderlease.Released(read.Lease) && read.Lease.Spec.RenewTime != nil {
+		released = fmt.Sprintf("released %s ago; ", age(now, read.Lease.Spec.RenewTime.Time))
+	}
+	l := read.Renewal
+	if l == nil {
+		r.Detail = released + noRenewal(read, released != "")
+		return r, nil
 	}
 	if l.Spec.HolderIdentity != nil {
 		r.Holder = *l.Spec.HolderIdentity
 	}
-	deadline, ok := leaderlease.Deadline(l)
-	if !ok {
-		r.Alive = false
-		r.Detail = "the Lease has no renew time or duration"
-		return r, nil
-	}
 	renew := l.Spec.RenewTime.Time
-	d := time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second
 	r.RenewTime = &renew
-	r.Alive = now.Before(deadline)
-	r.Detail = fmt.Sprintf("renewed %s ago by %q, lease duration %s", age(now, renew), r.Holder, d)
+	r.Detail = fmt.Sprintf("%srenewed %s ago by %q, lease duration %s", released, age(now, renew), r.Holder,
+		time.Duration(*l.Spec.LeaseDurationSeconds)*time.Second)
 	return r, nil
+}
+
+// noRenewal says why a Lease has no renewal that counts.
+func noRenewal(read leaderlease.Reading, released bool) string {
+	switch {
+	case read.History != nil:
+		return "its last renewal cannot be read (" + read.History.Error() + ")"
+	case released:
+		return "no renewal before it"
+	default:
+		return "the Lease has no renew time or duration"
+	}
 }
 
 // judge is reclaimable.Judge with the Lease verdict; the detail of an

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 )
 
 func publisherLease(namespace, name string, renewedAgo time.Duration) *coordinationv1.Lease {
@@ -107,5 +109,81 @@ func TestExplainSaysAMissingLeaseCountsAsExpired(t *testing.T) {
 	want := "Status: Stale (publisher-lease-expired): the publisher's leader Lease kube-reclaim/kube-reclaim-publisher counts as expired: no such Lease"
 	if !strings.Contains(out, want) {
 		t.Errorf("explain lacks %q:\n%s", want, out)
+	}
+}
+
+// releasedLease is the publisher's Lease as client-go's leader election
+// leaves it when its holder stops (ReleaseOnCancel): no holder, a one-second
+// duration, renewed at the release.
+func releasedLease(ago time.Duration) *coordinationv1.Lease {
+	l := publisherLease(leaderlease.DefaultNamespace, leaderlease.DefaultName, ago)
+	l.Spec.HolderIdentity = nil
+	l.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+	return l
+}
+
+// During every publisher rollout the Lease is released until a standby takes
+// it. kubectl reclaim must then say what the webhook and the extender say:
+// their Tracker keeps the deadline of the last renewal (leaderlease.Next
+// over the versions it watched), where the release alone would have expired
+// two seconds after it.
+func TestAReleasedLeaseReadsAsTheRolesReadIt(t *testing.T) {
+	renewal := publisherLease(leaderlease.DefaultNamespace, leaderlease.DefaultName, 20*time.Second) // alive until now+10s
+	tests := []struct {
+		name            string
+		versions        []*coordinationv1.Lease
+		compactedBefore uint64
+		wantStatus      string
+	}{
+		{"released 5s ago, after a renewal 20s ago", []*coordinationv1.Lease{renewal, releasedLease(5 * time.Second)}, 0, "Fresh"},
+		{"released, after a renewal 40s ago", []*coordinationv1.Lease{publisherLease(leaderlease.DefaultNamespace, leaderlease.DefaultName, 40*time.Second),
+			releasedLease(35 * time.Second)}, 0, "Stale: publisher-lease-expired"},
+		{"released, its renewal compacted away", []*coordinationv1.Lease{renewal, releasedLease(5 * time.Second)}, 25, "Stale: publisher-lease-expired"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var roles time.Time
+			for _, v := range tt.versions {
+				roles = leaderlease.Next(roles, v)
+			}
+			if tt.compactedBefore > 0 {
+				roles = leaderlease.Next(time.Time{}, tt.versions[len(tt.versions)-1]) // a Tracker started after the release
+			}
+			if rolesFresh := now.Before(roles); rolesFresh != (tt.wantStatus == "Fresh") {
+				t.Fatalf("the roles' rule says alive = %v, the case wants %q", rolesFresh, tt.wantStatus)
+			}
+			last := tt.versions[len(tt.versions)-1]
+			if d, _ := leaderlease.Deadline(last); now.Before(d) {
+				t.Fatalf("control: the release alone (deadline %s) must read as expired at %s", d, now)
+			}
+			w := fourNodes()
+			w.objects = w.objects[:1] // node-a, fresh by its write time
+			w.leaseHistory, w.compactedBefore = tt.versions, tt.compactedBefore
+			out, _, err := run(t, w, "nodes")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "   "+tt.wantStatus+"   ") {
+				t.Errorf("want status %q:\n%s", tt.wantStatus, out)
+			}
+		})
+	}
+}
+
+func TestExplainNamesTheRenewalAReleasedLeaseKeeps(t *testing.T) {
+	w := fourNodes()
+	w.objects = w.objects[:1]
+	w.leaseHistory = []*coordinationv1.Lease{publisherLease(leaderlease.DefaultNamespace, leaderlease.DefaultName, 20*time.Second), releasedLease(5 * time.Second)}
+	out, _, err := run(t, w, "explain", "node-a", "-o", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r ExplainReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	want := `released 5s ago; renewed 20s ago by "publisher-1", lease duration 15s`
+	if l := r.PublisherLease; l == nil || !l.Alive || l.Detail != want || l.RenewTime == nil || !l.RenewTime.Equal(now.Add(-20*time.Second)) {
+		t.Errorf("publisherLease = %+v, want alive, renewed 20s ago, detail %q", l, want)
 	}
 }

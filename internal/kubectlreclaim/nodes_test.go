@@ -379,7 +379,7 @@ func TestNodesInvalidFlagsAreReportedAtOnce(t *testing.T) {
 		t.Fatal("no error")
 	}
 	for _, want := range []string{`--output: "xml" is not one of wide, json, yaml, name, go-template`, `--sort-by: "color" is not one of name, age, free-cpu`,
-		"--stale-after: 0s must be positive", "--selector:", `--resource-domain: resource domain "Not_A_Domain"`, `--publisher-lease-name "Bad_Lease"`} {
+		"--stale-after must be positive, got 0s", "--selector:", `--resource-domain: resource domain "Not_A_Domain"`, `--publisher-lease-name "Bad_Lease"`} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error lacks %q:\n%v", want, err)
 		}

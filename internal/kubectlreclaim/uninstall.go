@@ -107,7 +107,7 @@ not placed yet stay Pending.`,
 // publisher's live Lease and any webhook that mutates nodes/status.
 func stillRunning(ctx context.Context, c Clients, u *uninstallFlags, o *Options) ([]string, error) {
 	var found []string
-	if u.LeaseName != "" {
+	if u.PublisherLeaseName != "" {
 		lease, err := u.leaderLease(ctx, c.Kube, o.Now())
 		if err != nil {
 			return nil, err

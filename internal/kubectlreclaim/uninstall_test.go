@@ -3,6 +3,7 @@ package kubectlreclaim
 import (
 	"bytes"
 	"context"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"strings"
 	"testing"
 	"time"
@@ -65,7 +66,7 @@ func TestUninstallRefusesWhileKubeReclaimRuns(t *testing.T) {
 		objects []runtime.Object
 		want    string
 	}{
-		{"the publisher renewed its Lease", []runtime.Object{publisherLease(defaultLeaseNamespace, defaultLeaseName, time.Second)},
+		{"the publisher renewed its Lease", []runtime.Object{publisherLease(leaderlease.DefaultNamespace, leaderlease.DefaultName, time.Second)},
 			"the publisher's Lease kube-reclaim/kube-reclaim-publisher is alive"},
 		{"a webhook mutates nodes/status", []runtime.Object{nodeStatusWebhook("kube-reclaim-webhook")},
 			"MutatingWebhookConfiguration kube-reclaim-webhook mutates nodes/status"},
@@ -95,7 +96,7 @@ func TestUninstallRemovesTheAnnotationAndReclaimedResourcesFromEveryNode(t *test
 		wantClean bool
 		wantOut   []string
 	}{
-		{"after kubectl delete -k", []runtime.Object{publisherLease(defaultLeaseNamespace, defaultLeaseName, time.Hour)}, nil, true,
+		{"after kubectl delete -k", []runtime.Object{publisherLease(leaderlease.DefaultNamespace, leaderlease.DefaultName, time.Hour)}, nil, true,
 			[]string{"node/node-a cleaned: annotation, kube-reclaim.io/reclaimed-cpu, kube-reclaim.io/reclaimed-memory\n",
 				"node/node-c cleaned: kube-reclaim.io/reclaimed-cpu\n", "cleaned 2 of 3 nodes\n",
 				"1 pods still run on reclaimed resources", "  batch/running\n"}},

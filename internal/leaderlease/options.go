@@ -13,6 +13,7 @@ import (
 	componentbaseconfig "k8s.io/component-base/config"
 	componentbaseoptions "k8s.io/component-base/config/options"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/version"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -99,8 +100,8 @@ func DefaultElection() Election {
 }
 
 // deprecatedElectionFlags are the names the publisher used before it took
-// component-base's, kept as aliases for one release so that existing
-// manifests keep working while they are moved to the new names.
+// component-base's, kept as aliases until version.DeprecatedRemovedIn so that
+// existing manifests keep working while they are moved to the new names.
 var deprecatedElectionFlags = []struct{ old, current string }{
 	{"leader-elect-namespace", "leader-elect-resource-namespace"},
 	{"leader-elect-name", "leader-elect-resource-name"},
@@ -114,8 +115,8 @@ func (e *Election) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&e.Identity, "leader-elect-identity", e.Identity, "Identity written in the leader Lease; hostname_<random> when empty.")
 	for _, f := range deprecatedElectionFlags {
 		// The alias shares the flag's value, so either name sets the same field.
-		fs.Var(fs.Lookup(f.current).Value, f.old, "Deprecated alias of --"+f.current+".")
-		_ = fs.MarkDeprecated(f.old, "use --"+f.current+" instead")
+		fs.Var(fs.Lookup(f.current).Value, f.old, "Deprecated alias of --"+f.current+", removed in "+version.DeprecatedRemovedIn+".")
+		_ = fs.MarkDeprecated(f.old, "use --"+f.current+" instead; it is removed in "+version.DeprecatedRemovedIn)
 	}
 }
 

@@ -15,13 +15,16 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/watchhealth"
 )
 
-// Tracker follows one Lease. A Lease it tracks counts as dead when it does
-// not exist, was deleted or lacks a renew time or duration: anyone able to
-// delete or blank the Lease must not thereby keep stale room published, and
-// a publisher that never took the Lease has not published anything fresh. A
-// Lease its holder released keeps the deadline of the holder's last renewal.
+// Tracker follows one Lease and judges each version it sees by Next. A Lease
+// it tracks counts as dead when it does not exist, was deleted or lacks a
+// renew time or duration: anyone able to delete or blank the Lease must not
+// thereby keep stale room published, and a publisher that never took the
+// Lease has not published anything fresh. A Lease its holder released keeps
+// the deadline of the holder's last renewal.
 //
 // A nil *Tracker reports alive: it means the configuration tracks no Lease
 // (--publisher-lease-name empty, for a publisher that runs without leader
@@ -29,6 +32,7 @@ import (
 // trackers with New; a zero Tracker has no informer.
 type Tracker struct {
 	informer cache.SharedIndexInformer
+	watch    *watchhealth.Watch
 	// deadline is the unix-nano instant after which the leader counts as
 	// dead: renewTime + 2 × leaseDuration. 0 means no usable Lease (dead).
 	deadline atomic.Int64
@@ -48,7 +52,8 @@ func New(client kubernetes.Interface, namespace, name string) *Tracker {
 			return leases.Watch(ctx, o)
 		},
 	}
-	t := &Tracker{informer: cache.NewSharedIndexInformer(lw, &coordinationv1.Lease{}, 0, cache.Indexers{})}
+	w := watchhealth.New("publisher lease "+namespace+"/"+name, watchhealth.DefaultStall)
+	t := &Tracker{informer: cache.NewSharedIndexInformer(w.ListerWatcher(lw), &coordinationv1.Lease{}, 0, cache.Indexers{}), watch: w}
 	_, _ = t.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    t.observe,
 		UpdateFunc: func(_, obj interface{}) { t.observe(obj) },
@@ -59,8 +64,7 @@ func New(client kubernetes.Interface, namespace, name string) *Tracker {
 
 // Deadline is the instant after which the holder of l counts as dead:
 // renewTime + 2 × leaseDuration. ok is false for a Lease without a renew
-// time or duration, which counts as dead. The Tracker and kubectl reclaim
-// (one read, without the history a released Lease needs) judge by it.
+// time or duration, which counts as dead.
 func Deadline(l *coordinationv1.Lease) (deadline time.Time, ok bool) {
 	if l == nil || l.Spec.RenewTime == nil || l.Spec.LeaseDurationSeconds == nil {
 		return time.Time{}, false
@@ -68,24 +72,46 @@ func Deadline(l *coordinationv1.Lease) (deadline time.Time, ok bool) {
 	return l.Spec.RenewTime.Add(2 * time.Duration(*l.Spec.LeaseDurationSeconds) * time.Second), true
 }
 
+// Released reports whether l is a Lease its holder gave up: client-go's
+// leader election blanks the holder (and sets a one-second duration) when a
+// leader that stops releases it.
+func Released(l *coordinationv1.Lease) bool {
+	return l != nil && (l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "")
+}
+
+// Next is the one rule every reader of the publisher's Lease judges by (the
+// Tracker of the webhook and the extender, and kubectl reclaim through
+// Read): the deadline after seeing l, given the deadline held before it
+// (zero: none, dead). A Lease without a renew time or duration is dead. A
+// released Lease keeps the held deadline, never extended: a publisher that
+// stops (a deleted pod, every rolling update) releases it, and a standby
+// takes it within a retry period. Its last writes are as fresh as its last
+// renewal made them; taken from the release itself, every reader would count
+// the room as zero from two seconds after the release until the takeover.
+func Next(held time.Time, l *coordinationv1.Lease) time.Time {
+	deadline, ok := Deadline(l)
+	switch {
+	case !ok:
+		return time.Time{}
+	case Released(l):
+		return held
+	default:
+		return deadline
+	}
+}
+
 func (t *Tracker) observe(obj interface{}) {
 	l, _ := obj.(*coordinationv1.Lease)
-	deadline, ok := Deadline(l)
-	if !ok {
+	var held time.Time
+	if d := t.deadline.Load(); d != 0 {
+		held = time.Unix(0, d)
+	}
+	next := Next(held, l)
+	if next.IsZero() {
 		t.deadline.Store(0)
 		return
 	}
-	if l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "" {
-		// Released: a publisher that stops (a deleted pod, every rolling
-		// update) blanks the holder and sets a one-second duration, and a
-		// standby takes the Lease within a retry period. Its last writes
-		// are as fresh as its last renewal made them, so the deadline that
-		// renewal gave stands, never extended: taken from the release
-		// itself, every reader would count the room as zero from two
-		// seconds after the release until the takeover.
-		return
-	}
-	t.deadline.Store(deadline.UnixNano())
+	t.deadline.Store(next.UnixNano())
 }
 
 // Run runs the informer until ctx ends.
@@ -93,7 +119,18 @@ func (t *Tracker) Run(ctx context.Context) {
 	if t == nil {
 		return
 	}
-	t.informer.Run(ctx.Done())
+	t.watch.Run(ctx, t.informer)
+}
+
+// Check is the liveness of the tracker's informer (watchhealth.Watch.Check):
+// a tracker that no longer follows the Lease counts a live publisher as
+// dead, or a dead one as alive, for as long as it goes on. A nil Tracker
+// passes.
+func (t *Tracker) Check() error {
+	if t == nil || t.watch == nil {
+		return nil
+	}
+	return t.watch.Check()
 }
 
 // HasSynced reports whether the first list completed.

@@ -2,6 +2,7 @@ package leaderlease
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -10,6 +11,8 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease/leasetest"
 )
 
 const ns, name = "kube-reclaim", "kube-reclaim-publisher"
@@ -161,10 +164,21 @@ func TestReleasedLeaseKeepsTheDeadlineOfTheLastRenewal(t *testing.T) {
 		{"up to two lease durations after the last renewal", 28 * time.Second, true},
 		{"not beyond: a release never extends the deadline", 29 * time.Second, false},
 	}
+	// kubectl reclaim reads the Lease once, with the version before the
+	// release (leaderlease.Read): it must say what the Tracker says.
+	history := fake.NewClientset()
+	leasetest.History(history, 0, lease(time.Second, 15), released(0))
+	read, err := Read(context.Background(), history, ns, name)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := tr.Alive(now.Add(tt.at)); got != tt.want {
 				t.Errorf("Alive %s after the release = %v, want %v", tt.at, got, tt.want)
+			}
+			if got := now.Add(tt.at).Before(read.Deadline); got != tt.want {
+				t.Errorf("Read: alive %s after the release = %v, want %v as the Tracker", tt.at, got, tt.want)
 			}
 		})
 	}
@@ -208,5 +222,28 @@ func TestNotAliveBeforeTheFirstList(t *testing.T) {
 	tr := New(fake.NewClientset(lease(time.Second, 15)), ns, name)
 	if tr.HasSynced() || tr.Alive(now) {
 		t.Errorf("before Run: HasSynced %v, Alive %v; want both false", tr.HasSynced(), tr.Alive(now))
+	}
+}
+
+// The tracker's informer is part of the liveness of the roles that read the
+// Lease: once it stops, its Check fails, naming the Lease.
+func TestTrackerCheckFailsOnceItsInformerStopped(t *testing.T) {
+	if err := (*Tracker)(nil).Check(); err != nil {
+		t.Errorf("nil tracker: %v", err)
+	}
+	tr := New(fake.NewClientset(lease(0, 15)), ns, name)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); tr.Run(ctx) }()
+	if !cache.WaitForCacheSync(ctx.Done(), tr.HasSynced) {
+		t.Fatal("never synced")
+	}
+	if err := tr.Check(); err != nil {
+		t.Errorf("running tracker: %v", err)
+	}
+	cancel()
+	<-done
+	if err := tr.Check(); err == nil || !strings.Contains(err.Error(), "publisher lease "+ns+"/"+name+": informer stopped") {
+		t.Errorf("stopped tracker: %v, want the Lease named and stopped", err)
 	}
 }

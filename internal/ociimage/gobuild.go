@@ -32,7 +32,9 @@ func (b GoBuild) Run(ctx context.Context) error {
 	args = append(args, b.Packages...)
 	cmd := exec.CommandContext(ctx, goCmd, args...)
 	cmd.Dir = b.Dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+b.Platform.OS, "GOARCH="+b.Platform.Arch)
+	// GOWORK=off: each module (the nested scheduler/ one too) builds with
+	// its own go.mod.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOWORK=off", "GOOS="+b.Platform.OS, "GOARCH="+b.Platform.Arch)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %v for %s: %w\n%s", b.Packages, b.Platform, err, out)
 	}

@@ -2,7 +2,12 @@ package ociimage
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -10,8 +15,9 @@ import (
 
 // The one definition of kube-reclaim's image. Nothing else is in it: no
 // shell, no package manager, no CA certificates (every role talks only to
-// the API server, whose CA the service account volume brings), only the two
-// static binaries and the nonroot user's /etc/passwd entry, home and /tmp.
+// the API server, whose CA the service account volume brings), only the
+// static binaries (kube-reclaim, kubectl-reclaim and kube-reclaim-scheduler)
+// and the nonroot user's /etc/passwd entry, home and /tmp.
 const (
 	BinDir     = "/usr/local/bin"
 	Entrypoint = BinDir + "/kube-reclaim"
@@ -22,6 +28,14 @@ const (
 
 // Commands are the packages whose binaries the image holds, in BinDir.
 var Commands = []string{"./cmd/kube-reclaim", "./cmd/kubectl-reclaim"}
+
+// PluginScheduler is kube-reclaim-scheduler's command in the nested module
+// SchedulerModule (relative to the repository root): kube-scheduler with
+// the placement plugin, for deploy/plugin-scheduler.
+const (
+	SchedulerModule = "scheduler"
+	PluginScheduler = "./cmd/kube-reclaim-scheduler"
+)
 
 // DefaultPlatforms are the platforms a release image covers.
 var DefaultPlatforms = []Platform{{"linux", "amd64"}, {"linux", "arm64"}}
@@ -34,6 +48,10 @@ type KubeReclaim struct {
 	Version   string // stamped into the binaries and the version label
 	Platforms []Platform
 	Created   time.Time // see Config.Created
+	// NoPluginScheduler leaves kube-reclaim-scheduler out: compiling
+	// kube-scheduler takes minutes, which a test image that never runs
+	// it need not spend.
+	NoPluginScheduler bool
 }
 
 // Build compiles both commands for every platform and returns the index of
@@ -53,8 +71,15 @@ func (k KubeReclaim) Build(ctx context.Context) (v1.ImageIndex, error) {
 		if err := b.Run(ctx); err != nil {
 			return nil, err
 		}
+		cmds := Commands
+		if !k.NoPluginScheduler {
+			if err := k.buildPluginScheduler(ctx, out, p); err != nil {
+				return nil, err
+			}
+			cmds = append(slices.Clip(cmds), PluginScheduler)
+		}
 		var files []File
-		for _, c := range Commands {
+		for _, c := range cmds {
 			files = append(files, File{Path: BinDir + "/" + filepath.Base(c), Source: filepath.Join(out, filepath.Base(c))})
 		}
 		img, err := Image(p, files, Config{
@@ -74,4 +99,32 @@ func (k KubeReclaim) Build(ctx context.Context) (v1.ImageIndex, error) {
 		imgs = append(imgs, img)
 	}
 	return Index(imgs...)
+}
+
+// buildPluginScheduler builds kube-reclaim-scheduler into out, stamped with
+// the Kubernetes release its module requires (as kube-scheduler reports its
+// own): the skew rule compares that release with the cluster's.
+func (k KubeReclaim) buildPluginScheduler(ctx context.Context, out string, p Platform) error {
+	goCmd := k.Go
+	if goCmd == "" {
+		goCmd = "go"
+	}
+	dir := filepath.Join(k.RepoRoot, SchedulerModule)
+	cmd := exec.CommandContext(ctx, goCmd, "list", "-m", "-f", "{{.Version}}", "k8s.io/kubernetes")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	v, err := cmd.Output()
+	if err != nil {
+		return fmt.Errorf("the Kubernetes release of %s: %w", dir, err)
+	}
+	release := strings.TrimSpace(string(v))
+	major, minor, ok := strings.Cut(strings.TrimPrefix(release, "v"), ".")
+	if !ok {
+		return fmt.Errorf("%s requires k8s.io/kubernetes %q, not a release", dir, release)
+	}
+	minor, _, _ = strings.Cut(minor, ".")
+	const cb = "k8s.io/component-base/version."
+	return GoBuild{Go: k.Go, Dir: dir, Packages: []string{PluginScheduler}, OutDir: out, Platform: p,
+		LDFlags: "-s -w -X " + cb + "gitVersion=" + release + " -X " + cb + "gitMajor=" + major + " -X " + cb + "gitMinor=" + minor,
+	}.Run(ctx)
 }

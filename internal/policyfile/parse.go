@@ -13,15 +13,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/kube-reclaim/kube-reclaim/apis/policy/v1alpha1"
+	"github.com/kube-reclaim/kube-reclaim/internal/version"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 )
 
 // UnversionedWarning is the warning Parse returns for a file without
 // apiVersion and kind, the form written before the file was versioned. It
 // still loads, to the same settings, so that no installed ConfigMap breaks
-// on an upgrade.
-var UnversionedWarning = fmt.Sprintf("the policy file has no apiVersion and kind; this unversioned form is deprecated: "+
-	"add \"apiVersion: %s\" and \"kind: %s\" at the top (the other fields stay as they are)", v1alpha1.GroupVersion, v1alpha1.Kind)
+// on an upgrade, until version.DeprecatedRemovedIn.
+var UnversionedWarning = fmt.Sprintf("the policy file has no apiVersion and kind; this unversioned form is deprecated and no longer loads from %s: "+
+	"add \"apiVersion: %s\" and \"kind: %s\" at the top (the other fields stay as they are)", version.DeprecatedRemovedIn, v1alpha1.GroupVersion, v1alpha1.Kind)
 
 // Parse decodes, defaults, validates and converts a policy file. The file is
 // v1alpha1 (apiVersion kube-reclaim.io/v1alpha1, kind ReclaimPolicy) or the

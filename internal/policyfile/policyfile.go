@@ -55,13 +55,6 @@ func Load(path string, interval time.Duration) (*File, error) {
 	return f, nil
 }
 
-// Static returns a File that always holds cfg (tests, callers without a file).
-func Static(cfg *policy.Config) *File {
-	f := &File{}
-	f.current.Store(cfg)
-	return f
-}
-
 // Config returns the configuration in force. Safe for concurrent use.
 func (f *File) Config() *policy.Config { return f.current.Load() }
 

@@ -211,8 +211,8 @@ var (
 // readQuantity decodes an encoded resource.Quantity as its generated decoder
 // does, every occurrence of its string through resource.ParseQuantity, but
 // without copying the string out of b first: that copy was two allocations
-// per pod and node and period, 310,000 of the 325,000 a publisher cycle made
-// at 5,000 nodes (BenchmarkCycle). ParseQuantity may keep its input in the
+// per pod and node and period, most of a publisher cycle's allocations
+// (docs/benchmarks.md, "Memory and CPU at 5,000 nodes"). ParseQuantity may keep its input in the
 // Quantity as its canonical form, so the result can refer to b: read its
 // value and let it go.
 func readQuantity(b []byte) (q resource.Quantity, err error) {

@@ -14,39 +14,61 @@ import (
 	"github.com/gorilla/mux"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/sirupsen/logrus"
 )
 
-// Check is a named readiness check; nil error means ready.
+// Check is a named readiness or liveness check; nil error means it passes.
+// It must not block: the kubelet gives a probe one second by default.
 type Check func() error
 
 // Health serves /healthz and /readyz on a plain port, and the registry's
 // metrics on an authenticated one (see SecureMetrics).
+//
+// The two probes mean different things. /readyz fails while the role cannot
+// serve yet (caches not synced, no certificate): the kubelet keeps the pod
+// out of its Service. /healthz fails when the process no longer makes
+// progress and only a restart can help (a cycle stuck, an informer stopped
+// or unable to list and watch for minutes, a leader that stopped renewing
+// its Lease): the kubelet restarts the container.
 type Health struct {
-	mu     sync.RWMutex
-	checks map[string]Check
-	reg    *prometheus.Registry
+	mu    sync.RWMutex
+	ready map[string]Check
+	live  map[string]Check
+	reg   *prometheus.Registry
 }
 
 // NewHealth returns a health endpoint set whose metrics server serves reg;
 // reg gets the Go and process collectors.
 func NewHealth(reg *prometheus.Registry) *Health {
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	return &Health{checks: map[string]Check{}, reg: reg}
+	return &Health{ready: map[string]Check{}, live: map[string]Check{}, reg: reg}
 }
 
 // AddReadyCheck adds a check to /readyz.
-func (h *Health) AddReadyCheck(name string, c Check) {
+func (h *Health) AddReadyCheck(name string, c Check) { h.add(h.ready, name, c) }
+
+// AddLiveCheck adds a check to /healthz. A failing one gets the container
+// restarted, so it must fail only when the process is stuck for good, never
+// while it waits on something a restart would wait on too.
+func (h *Health) AddLiveCheck(name string, c Check) { h.add(h.live, name, c) }
+
+func (h *Health) add(checks map[string]Check, name string, c Check) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.checks[name] = c
+	checks[name] = c
 }
 
-// Ready runs every check and returns the failures, sorted by name.
-func (h *Health) Ready() []string {
+// Ready runs every readiness check and returns the failures, sorted by name.
+func (h *Health) Ready() []string { return h.run(h.ready) }
+
+// Live runs every liveness check and returns the failures, sorted by name.
+func (h *Health) Live() []string { return h.run(h.live) }
+
+func (h *Health) run(checks map[string]Check) []string {
 	h.mu.RLock()
 	defer h.mu.RUnlock()
 	var failed []string
-	for name, c := range h.checks {
+	for name, c := range checks {
 		if err := c(); err != nil {
 			failed = append(failed, fmt.Sprintf("%s: %v", name, err))
 		}
@@ -60,6 +82,13 @@ func (h *Health) Ready() []string {
 // room.
 func (h *Health) Register(r *mux.Router) {
 	r.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+		if failed := h.Live(); len(failed) > 0 {
+			// The kubelet's event says only that the probe failed: the log
+			// says why the container is about to be restarted.
+			logrus.WithField("failed", failed).Error("liveness check failing; the kubelet restarts the container once its probe gives up")
+			http.Error(w, "not live:\n"+strings.Join(failed, "\n"), http.StatusServiceUnavailable)
+			return
+		}
 		_, _ = w.Write([]byte("ok\n"))
 	}).Methods(http.MethodGet)
 	r.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {

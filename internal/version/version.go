@@ -10,6 +10,13 @@ import (
 // Version is overridden by the Makefile with -X.
 var Version = "dev"
 
+// DeprecatedRemovedIn names the release that removes what is deprecated
+// now (the publisher's old leader-election flag names, the policy file
+// without apiVersion and kind): the minor release after the one
+// deploy/components/version installs (a test checks). Help texts, warnings
+// and docs name it from here.
+const DeprecatedRemovedIn = "v0.2.0"
+
 // String returns a one-line description of the build.
 func String() string {
 	rev := ""

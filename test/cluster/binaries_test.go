@@ -1,6 +1,12 @@
 package cluster
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -76,5 +82,86 @@ func TestEveryToolHasAMeasuredFirstBuild(t *testing.T) {
 		if firstBuild[tl.name] <= 0 {
 			t.Errorf("tool %s has no first-build time in firstBuild", tl.name)
 		}
+	}
+}
+
+// A tool's sources are in its cache key: a change to a Go file under a
+// source directory, or to a file named as a source, rebuilds it; a test
+// file or another file in a source directory does not.
+func TestSourcesHashFollowsTheFilesABinaryIsBuiltFrom(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hash := func() string {
+		t.Helper()
+		h := sha256.New()
+		if err := hashSources(h, dir, []string{"go.mod", "cmd"}); err != nil {
+			t.Fatal(err)
+		}
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	write("go.mod", "module example.com/w\n")
+	write("cmd/main.go", "package main\n")
+	for _, c := range []struct {
+		what    string
+		change  func()
+		rebuild bool
+	}{
+		{"a test file", func() { write("cmd/main_test.go", "package main\n") }, false},
+		{"a README", func() { write("cmd/README.md", "words") }, false},
+		{"a Go file elsewhere", func() { write("other/x.go", "package other\n") }, false},
+		{"a Go file", func() { write("cmd/main.go", "package main\n\nfunc main() {}\n") }, true},
+		{"a new Go file below", func() { write("cmd/sub/x.go", "package sub\n") }, true},
+		{"a named file", func() { write("go.mod", "module example.com/w\n\ngo 1.26\n") }, true},
+	} {
+		before := hash()
+		c.change()
+		if changed := hash() != before; changed != c.rebuild {
+			t.Errorf("after %s: key changed = %v, want %v", c.what, changed, c.rebuild)
+		}
+	}
+}
+
+// The plugin scheduler's cache key hashes its sources: every package of this
+// repository the binary imports must be under one of them, or a change to
+// it would not rebuild the binary.
+func TestPluginSchedulerSourcesCoverItsImports(t *testing.T) {
+	root, err := RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const module = "github.com/kube-reclaim/kube-reclaim"
+	var pkgs []string
+	for p := range pluginSchedulerTool.bins {
+		pkgs = append(pkgs, p)
+	}
+	cmd := exec.Command("go", append([]string{"list", "-deps", "-f", "{{.ImportPath}}"}, pkgs...)...)
+	cmd.Dir = pluginSchedulerTool.modDir(root)
+	cmd.Env = append(os.Environ(), "GOWORK=off")
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var ours int
+	for _, p := range strings.Fields(string(out)) {
+		if p != module && !strings.HasPrefix(p, module+"/") {
+			continue
+		}
+		ours++
+		rel := strings.TrimPrefix(strings.TrimPrefix(p, module), "/")
+		if !slices.ContainsFunc(pluginSchedulerTool.sources, func(s string) bool { return rel == s || strings.HasPrefix(rel, s+"/") }) {
+			t.Errorf("kube-reclaim-scheduler imports %s, which no source directory of its cache key covers (%v)", p, pluginSchedulerTool.sources)
+		}
+	}
+	// Positive control: the plugin itself and the placement core are listed.
+	if ours < 3 {
+		t.Errorf("go list found %d packages of this repository, want the plugin, its command and placement at least:\n%s", ours, out)
 	}
 }

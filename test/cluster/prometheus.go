@@ -14,7 +14,7 @@ import (
 // PodMonitor) and leaves out the others and the cloud SDKs behind them.
 // Without builtinassets the web UI is not embedded: the tests use the HTTP
 // API only.
-var prometheusTool = tool{name: "prometheus", dir: "promtool", module: "github.com/prometheus/prometheus",
+var prometheusTool = tool{name: "prometheus", dir: "hack/tools/promtool", module: "github.com/prometheus/prometheus",
 	tags: "remove_all_sd,enable_kubernetes_sd",
 	bins: map[string]string{"github.com/prometheus/prometheus/cmd/prometheus": "prometheus"}}
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -56,6 +57,25 @@ type AuditEvent struct {
 	// Annotations carry, among others, the admission webhooks that mutated
 	// the request (mutation.webhook.admission.k8s.io/round_R_index_I).
 	Annotations map[string]string `json:"annotations"`
+}
+
+// MutatedBy returns "<configuration>/<webhook>" of the first admission
+// webhook annotation of e whose configuration is one of configs (a webhook
+// the API server called on the request), or "".
+func (e *AuditEvent) MutatedBy(configs map[string]bool) string {
+	for k, v := range e.Annotations {
+		if !strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") {
+			continue
+		}
+		var a struct {
+			Configuration string `json:"configuration"`
+			Webhook       string `json:"webhook"`
+		}
+		if json.Unmarshal([]byte(v), &a) == nil && configs[a.Configuration] {
+			return a.Configuration + "/" + a.Webhook
+		}
+	}
+	return ""
 }
 
 // NodeWrites reads the audit log of c: the completed writes to nodes (and

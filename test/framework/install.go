@@ -24,11 +24,14 @@ type InstallImage struct {
 }
 
 // BuildInstallImage builds the image of the tree at root under repo:tag, the
-// way `make image` does for the host's platform only, into dir.
+// way `make image` does for the host's platform only and without
+// kube-reclaim-scheduler (the plugin scheduler, which these installs do not
+// run), into dir.
 func BuildInstallImage(ctx context.Context, root, dir, repo, tag string) (InstallImage, error) {
 	start := time.Now()
 	work := filepath.Join(dir, "build")
-	idx, err := ociimage.KubeReclaim{RepoRoot: root, WorkDir: work, Version: tag, Platforms: []ociimage.Platform{images.HostPlatform}}.Build(ctx)
+	idx, err := ociimage.KubeReclaim{RepoRoot: root, WorkDir: work, Version: tag, Platforms: []ociimage.Platform{images.HostPlatform},
+		NoPluginScheduler: true}.Build(ctx)
 	if err != nil {
 		return InstallImage{}, err
 	}

@@ -185,11 +185,20 @@ func APIServerMetric(t testing.TB, c *cluster.Cluster, name string, labels ...st
 // Ready reports whether the health server on 127.0.0.1:port answers /readyz
 // with 200.
 func Ready(port int) bool {
-	resp, err := get(fmt.Sprintf("http://127.0.0.1:%d/readyz", port))
+	ok, _ := probe(port, "/readyz")
+	return ok
+}
+
+// Live reports whether the health server on 127.0.0.1:port answers /healthz
+// with 200, and otherwise what it answered.
+func Live(port int) (bool, string) { return probe(port, "/healthz") }
+
+func probe(port int, path string) (bool, string) {
+	resp, err := get(fmt.Sprintf("http://127.0.0.1:%d%s", port, path))
 	if err != nil {
-		return false
+		return false, err.Error()
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, resp.Body)
-	return resp.StatusCode == http.StatusOK
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+	return resp.StatusCode == http.StatusOK, fmt.Sprintf("%d %s", resp.StatusCode, body)
 }

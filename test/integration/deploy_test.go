@@ -56,63 +56,29 @@ func (w *warningRecorder) take() []string {
 	return out
 }
 
-// certManagerCRDs are minimal definitions of the two cert-manager kinds the
-// cert-manager overlay uses, so that the real apiserver can accept them: the
-// group, version, kind, scope and names of cert-manager v1, with an open
-// schema (cert-manager's own validation is not under test).
-const certManagerCRDs = `
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: issuers.cert-manager.io
-spec:
-  group: cert-manager.io
-  scope: Namespaced
-  names: {kind: Issuer, listKind: IssuerList, plural: issuers, singular: issuer}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        required: [spec]
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
----
-apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata:
-  name: certificates.cert-manager.io
-spec:
-  group: cert-manager.io
-  scope: Namespaced
-  names: {kind: Certificate, listKind: CertificateList, plural: certificates, singular: certificate, shortNames: [cert, certs]}
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    schema:
-      openAPIV3Schema:
-        type: object
-        required: [spec]
-        properties:
-          spec:
-            type: object
-            required: [secretName, issuerRef]
-            x-kubernetes-preserve-unknown-fields: true
-            properties:
-              secretName: {type: string}
-              issuerRef:
-                type: object
-                required: [name]
-                properties:
-                  name: {type: string}
-                  kind: {type: string}
-                  group: {type: string}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`
+// certManagerCRDs are cert-manager's own CRDs, of the release
+// hack/tools/cert-manager pins, as one multi-document stream: the overlay's
+// Issuers and Certificates are checked against cert-manager's real schema.
+func certManagerCRDs(t *testing.T) string {
+	t.Helper()
+	cm, err := cluster.EnsureCertManager(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var docs []string
+	for _, f := range cm.CRDs {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range strings.Split(string(data), "\n---\n") {
+			if d = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(d), "---")); d != "" {
+				docs = append(docs, d)
+			}
+		}
+	}
+	return strings.Join(docs, "\n---\n")
+}
 
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
@@ -176,8 +142,8 @@ func TestDeploy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// cert-manager is not part of the test cluster; its two kinds are.
-	installCRDs(t, dyn, certManagerCRDs)
+	// cert-manager's controllers are not part of this test; its CRDs are.
+	installCRDs(t, dyn, certManagerCRDs(t))
 	warnings.take()
 	mapper := restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(disc))
 	dryRun := metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}, FieldValidation: metav1.FieldValidationStrict}

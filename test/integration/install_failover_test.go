@@ -141,7 +141,7 @@ func kubeletStatusWrites(t *testing.T, c *cluster.Cluster, from time.Time, confi
 		return e.ObjectRef.Resource == "nodes" && e.ObjectRef.Subresource == "status" &&
 			e.User.Username == "system:node:"+e.ObjectRef.Name && e.ResponseStatus.Code < 300
 	}) {
-		if mutatedBy(&e, configs) != "" {
+		if e.MutatedBy(configs) != "" {
 			through[e.ObjectRef.Name]++
 		}
 		for k := range e.Annotations {

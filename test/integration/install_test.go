@@ -256,7 +256,7 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 				for _, e := range allAudit(t, c) {
 					if e.ObjectRef.Resource == "nodes" && e.ObjectRef.Subresource == "status" && e.ObjectRef.Name == name &&
 						e.User.Username == "system:node:"+name && e.StageTimestamp.After(annotated) && e.ResponseStatus.Code < 300 &&
-						mutatedBy(&e, configs) != "" {
+						e.MutatedBy(configs) != "" {
 						hit = &e
 						return true
 					}
@@ -274,7 +274,7 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 				t.Errorf("node %s lost %s after kubelet's status write", name, names.CPU)
 			}
 			t.Logf("node %s: kubelet %s nodes/status at %s passed %s; node keeps %s", name, hit.Verb,
-				hit.StageTimestamp.Format(time.RFC3339), mutatedBy(hit, configs), names.CPU)
+				hit.StageTimestamp.Format(time.RFC3339), hit.MutatedBy(configs), names.CPU)
 		}
 	})
 
@@ -500,24 +500,6 @@ func deploymentSummary(ds []appsv1.Deployment) string {
 		parts = append(parts, fmt.Sprintf("%s %d/%d", d.Name, d.Status.AvailableReplicas, d.Status.Replicas))
 	}
 	return strings.Join(parts, ", ")
-}
-
-// mutatedBy returns the admission annotation of e that names one of
-// configs, or "".
-func mutatedBy(e *framework.AuditEvent, configs map[string]bool) string {
-	for k, v := range e.Annotations {
-		if !strings.HasPrefix(k, "mutation.webhook.admission.k8s.io/") {
-			continue
-		}
-		var a struct {
-			Configuration string `json:"configuration"`
-			Webhook       string `json:"webhook"`
-		}
-		if json.Unmarshal([]byte(v), &a) == nil && configs[a.Configuration] {
-			return a.Configuration + "/" + a.Webhook
-		}
-	}
-	return ""
 }
 
 // allAudit is every completed request the audit log of c holds so far.

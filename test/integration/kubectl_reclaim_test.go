@@ -17,8 +17,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/kubectlreclaim"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
@@ -360,6 +363,64 @@ func TestKubectlReclaim(t *testing.T) {
 		// With --stale-after=1h the old annotation counts again.
 		if !strings.Contains(string(out), "3/8Gi") || strings.Contains(string(out), "Stale") {
 			t.Errorf("--stale-after=1h did not make %s fresh", stale)
+		}
+	})
+
+	t.Run("a released Lease reads as the webhook and the extender read it", func(t *testing.T) {
+		// The Tracker of the roles, watching since before the release.
+		tctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		tracker := leaderlease.New(c.Client, leaderlease.DefaultNamespace, leaderlease.DefaultName)
+		go tracker.Run(tctx)
+		if !cache.WaitForCacheSync(tctx.Done(), tracker.HasSynced) {
+			t.Fatal("the Lease tracker never synced")
+		}
+		leases := c.Client.CoordinationV1().Leases(leaderlease.DefaultNamespace)
+		l, err := leases.Get(ctx, leaderlease.DefaultName, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		renewed := time.Now().Truncate(time.Microsecond)
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = ptr.To("publisher-a"), ptr.To[int32](60)
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(renewed))
+		if l, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The renewal has reached the tracker when it shortens the deadline
+		// (the Lease before it was good for two hours).
+		if _, ok := framework.Poll(30*time.Second, 50*time.Millisecond, func() bool { return !tracker.Alive(renewed.Add(150 * time.Second)) }); !ok {
+			t.Fatal("the renewal never reached the tracker")
+		}
+		// The release client-go's leader election writes when its holder
+		// stops, dated 10 s back: judged alone it expired 8 s ago.
+		l.Spec.HolderIdentity, l.Spec.LeaseDurationSeconds = nil, ptr.To[int32](1)
+		l.Spec.RenewTime = ptr.To(metav1.NewMicroTime(time.Now().Add(-10 * time.Second)))
+		if l, err = leases.Update(ctx, l, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if d, _ := leaderlease.Deadline(l); !d.Before(time.Now()) {
+			t.Fatalf("control: the release alone must have expired, its deadline is %s", d)
+		}
+		// --stale-after=1h: the annotation's own age must not be what
+		// makes the node stale, however long the subtests before took.
+		out, err := plugin("nodes", "-o", "json", "--stale-after=1h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var l2 kubectlreclaim.NodeList
+		if err := json.Unmarshal([]byte(out), &l2); err != nil {
+			t.Fatal(err)
+		}
+		if lr := l2.PublisherLease; lr == nil || !lr.Alive || lr.RenewTime == nil || !lr.RenewTime.Equal(renewed) {
+			t.Errorf("kubectl reclaim nodes: publisherLease %+v, want alive, renewed at %s (the renewal before the release)", lr, renewed)
+		}
+		for _, n := range l2.Items {
+			if n.Name == fresh && n.StaleReason != "" {
+				t.Errorf("%s reads stale (%s: %s) after the release; the roles count its room", fresh, n.StaleReason, n.StaleDetail)
+			}
+		}
+		if !tracker.Alive(time.Now()) {
+			t.Error("the roles' tracker counts the released Lease as expired")
 		}
 	})
 }

@@ -351,6 +351,13 @@ func TestPublisher(t *testing.T) {
 				if pubB.Metric(t, "kube_reclaim_publisher_is_leader") != 0 || pubA.Metric(t, "kube_reclaim_publisher_is_leader") != 1 {
 					v = append(v, "publisher-a should lead and publisher-b follow")
 				}
+				// Leader and standby are live: their informers follow the
+				// API server, the leader's cycles and renewals go on.
+				for _, r := range []*framework.Role{pubA, pubB} {
+					if ok, got := framework.Live(r.HealthPort); !ok {
+						v = append(v, fmt.Sprintf("%s /healthz: %s", r.Name, got))
+					}
+				}
 				return v, pubA.Metric(t, "kube_reclaim_publisher_writes_total", "kind", "status") > statusWrites0
 			}})
 		if t.Failed() {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -31,7 +32,7 @@ type schedulerPair struct {
 // Both pairs elect their leader on the same Lease, as the two replicas of
 // the Deployment do, with the shipped configuration's lease durations
 // (kube-scheduler's defaults).
-func startSchedulerPair(t *testing.T, c *cluster.Cluster, name string) *schedulerPair {
+func startSchedulerPair(t *testing.T, c *cluster.Cluster, name string) failoverReplica {
 	t.Helper()
 	extPort, err := cluster.FreePort()
 	if err != nil {
@@ -64,18 +65,88 @@ leaderElection:
 	return &schedulerPair{name: name, ext: ext}
 }
 
-// binds is how many pods the pair's extender has bound.
-func (p *schedulerPair) binds(t *testing.T) float64 {
+// failoverReplica is one scheduler pod of a topology, as host processes.
+type failoverReplica interface {
+	id() string
+	// ready waits until the replica would see the nodes.
+	ready(t *testing.T, nodes int)
+	// placed is how many pods the replica has placed.
+	placed(t *testing.T) float64
+	// end ends the replica's processes with end (cluster.StopComponent or
+	// KillComponent).
+	end(t *testing.T, end func(string) error)
+}
+
+func (p *schedulerPair) id() string { return p.name }
+
+func (p *schedulerPair) ready(t *testing.T, nodes int) {
+	if _, ok := framework.Poll(30*time.Second, 200*time.Millisecond, func() bool {
+		return p.ext.Metric(t, "kube_reclaim_extender_cached_nodes") >= float64(nodes)
+	}); !ok {
+		t.Fatalf("extender %s does not cache the %d nodes", p.name, nodes)
+	}
+}
+
+// placed is how many pods the pair's extender has bound.
+func (p *schedulerPair) placed(t *testing.T) float64 {
 	return p.ext.Metric(t, "kube_reclaim_extender_binds_total", "result", "success")
 }
 
-// end ends both processes of the pair with end (cluster.StopComponent or
-// KillComponent).
 func (p *schedulerPair) end(t *testing.T, end func(string) error) {
 	for _, n := range []string{"kube-scheduler-" + p.name, "extender-" + p.name} {
 		if err := end(n); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// pluginReplica is one pod of deploy/plugin-scheduler's Deployment, as a
+// host process: kube-reclaim-scheduler with the shipped configuration,
+// leader-elected on its Lease.
+type pluginReplica struct {
+	name string
+	proc string
+	c    *cluster.Cluster
+}
+
+func startPluginReplica(t *testing.T, c *cluster.Cluster, name string) failoverReplica {
+	t.Helper()
+	bin, err := cluster.EnsurePluginScheduler(context.Background(), testLog{t})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The shipped configuration tracks the publisher's Lease; no publisher
+	// runs here.
+	framework.RenewPublisherLease(t, c)
+	cfg, _ := pluginSchedulerConfig(t, c, "kube-reclaim-scheduler-"+name+".yaml", true)
+	port, err := cluster.FreePort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &pluginReplica{name: name, proc: "kube-reclaim-scheduler-" + name, c: c}
+	// --v=2 as deployed: each bind is logged, which placed counts.
+	if err := c.StartProcess(r.proc, bin, "--config="+cfg, "--v=2",
+		"--authentication-kubeconfig="+c.Kubeconfig(), "--authorization-kubeconfig="+c.Kubeconfig(),
+		"--bind-address=127.0.0.1", fmt.Sprintf("--secure-port=%d", port)); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+func (r *pluginReplica) id() string { return r.name }
+
+// ready: kube-scheduler syncs its informers before it schedules.
+func (r *pluginReplica) ready(*testing.T, int) {}
+
+// placed counts the binds the replica's log reports (kube-scheduler logs
+// each at --v=2).
+func (r *pluginReplica) placed(*testing.T) float64 {
+	return float64(strings.Count(r.c.Process(r.proc).Tail(1<<26), "Successfully bound pod to node"))
+}
+
+func (r *pluginReplica) end(t *testing.T, end func(string) error) {
+	if err := end(r.proc); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -85,20 +156,26 @@ func (p *schedulerPair) end(t *testing.T, end func(string) error) {
 // warm, no assumptions) places the rest, and no node is over-booked at any
 // look. It logs how long scheduling stopped, the figure docs/design.md
 // gives as the cost of a failover: a deleted pod (SIGTERM) releases the
-// Lease, a lost node (SIGKILL) leaves it to expire.
+// Lease, a lost node (SIGKILL) leaves it to expire. The plugin topology
+// (deploy/plugin-scheduler: the assume cache is the plugin's, in the
+// scheduler itself) runs the harder case, the lost node.
 func TestSchedulerFailover(t *testing.T) {
+	stop := func(c *cluster.Cluster) func(string) error { return c.StopComponent }
+	kill := func(c *cluster.Cluster) func(string) error { return c.KillComponent }
 	for _, tc := range []struct {
-		name string
-		end  func(c *cluster.Cluster) func(string) error
+		name  string
+		start func(*testing.T, *cluster.Cluster, string) failoverReplica
+		end   func(c *cluster.Cluster) func(string) error
 	}{
-		{"the leading pod is deleted", func(c *cluster.Cluster) func(string) error { return c.StopComponent }},
-		{"the leading pod's node is lost", func(c *cluster.Cluster) func(string) error { return c.KillComponent }},
+		{"the leading pod is deleted", startSchedulerPair, stop},
+		{"the leading pod's node is lost", startSchedulerPair, kill},
+		{"plugin scheduler: the leading pod's node is lost", startPluginReplica, kill},
 	} {
-		t.Run(tc.name, func(t *testing.T) { testSchedulerFailover(t, tc.end) })
+		t.Run(tc.name, func(t *testing.T) { testSchedulerFailover(t, tc.start, tc.end) })
 	}
 }
 
-func testSchedulerFailover(t *testing.T, end func(c *cluster.Cluster) func(string) error) {
+func testSchedulerFailover(t *testing.T, start func(*testing.T, *cluster.Cluster, string) failoverReplica, end func(c *cluster.Cluster) func(string) error) {
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, NoScheduler: true})
 	const (
 		nodes   = 4
@@ -116,13 +193,9 @@ func testSchedulerFailover(t *testing.T, end func(c *cluster.Cluster) func(strin
 		framework.SetReclaimedStatus(t, c, n, cpu, mem)
 		room[n] = reclaimable.Resources{CPUMilli: cpu, MemoryBytes: mem}
 	}
-	pairs := []*schedulerPair{startSchedulerPair(t, c, "a"), startSchedulerPair(t, c, "b")}
+	pairs := []failoverReplica{start(t, c, "a"), start(t, c, "b")}
 	for _, p := range pairs {
-		if _, ok := framework.Poll(30*time.Second, 200*time.Millisecond, func() bool {
-			return p.ext.Metric(t, "kube_reclaim_extender_cached_nodes") >= nodes
-		}); !ok {
-			t.Fatalf("extender %s does not cache the %d nodes", p.name, nodes)
-		}
+		p.ready(t, nodes)
 	}
 
 	const ns = "failover"
@@ -135,7 +208,7 @@ func testSchedulerFailover(t *testing.T, end func(c *cluster.Cluster) func(strin
 		}
 		return p
 	}
-	// The first pod tells which pair leads: only the leader's extender binds.
+	// The first pod tells which pair leads: only the leader places.
 	framework.CreatePod(t, c, newPod(0))
 	if _, ok := framework.Poll(90*time.Second, 200*time.Millisecond, func() bool {
 		return len(framework.MustPods(t, c, ns).BoundTo) == 1
@@ -146,7 +219,7 @@ func testSchedulerFailover(t *testing.T, end func(c *cluster.Cluster) func(strin
 	// can be after the pod shows bound: wait for the count.
 	var first [2]float64
 	framework.Poll(10*time.Second, 100*time.Millisecond, func() bool {
-		first = [2]float64{pairs[0].binds(t), pairs[1].binds(t)}
+		first = [2]float64{pairs[0].placed(t), pairs[1].placed(t)}
 		return first[0]+first[1] >= 1
 	})
 	leader, standby := pairs[0], pairs[1]
@@ -155,7 +228,7 @@ func testSchedulerFailover(t *testing.T, end func(c *cluster.Cluster) func(strin
 		first[0], first[1] = first[1], first[0]
 	}
 	if first[0] != 1 || first[1] != 0 {
-		t.Fatalf("binds: pair %s %v, pair %s %v; want the first pod bound by exactly one", leader.name, first[0], standby.name, first[1])
+		t.Fatalf("placed: pair %s %v, pair %s %v; want the first pod placed by exactly one", leader.id(), first[0], standby.id(), first[1])
 	}
 
 	// The burst: a pod every 100 ms, the leader stopped after a third of them.
@@ -202,8 +275,8 @@ func testSchedulerFailover(t *testing.T, end func(c *cluster.Cluster) func(strin
 		st := framework.MustPods(t, c, ns)
 		t.Fatalf("after the failover %d of %d pods are bound (pending %v)\n%s", len(st.BoundTo), fitting, st.Pending, c.LogTails())
 	}
-	if standby.binds(t) == 0 {
-		t.Fatalf("the standby's extender bound nothing: the pods were not placed through it")
+	if standby.placed(t) == 0 {
+		t.Fatalf("the standby placed nothing: the pods were not placed through it")
 	}
 	// The room is full: the extra pods must stay Pending, at every look. The
 	// control frees the room of one pod: the standby, now the leader, must
@@ -224,5 +297,5 @@ func testSchedulerFailover(t *testing.T, end func(c *cluster.Cluster) func(strin
 		},
 	})
 	t.Logf("failover: leader pair %s stopped with %d of %d pods bound; the standby bound the next pod %v later (%d looks, none over-booked); standby bound %v pods",
-		leader.name, boundBefore, fitting, gap.Round(100*time.Millisecond), looks, standby.binds(t))
+		leader.id(), boundBefore, fitting, gap.Round(100*time.Millisecond), looks, standby.placed(t))
 }
