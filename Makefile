@@ -47,7 +47,7 @@ test-unit: ## Unit tests with the race detector (the main module and the nested 
 test-integration: tools ## Integration tests against the real local cluster
 	$(GO) test -count=1 $(INTEGRATION_FLAGS) ./test/...
 
-tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy, kubectl, kube-reclaim-scheduler, promtool, cert-manager (controller, CA injector, CRDs); install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
+tools: ## Build and cache etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, metrics-server, kubelet, kube-proxy, kubectl, kube-reclaim-scheduler, promtool, prometheus, cert-manager (controller, CA injector, CRDs); install containerd, runc and CNI plugins (Debian packages, needs root) for real nodes
 	$(GO) run ./hack/tools
 
 lint: $(GOLANGCI_LINT) ## golangci-lint (pinned) with .golangci.yml: gofmt, go vet, staticcheck, errcheck, funlen (80 lines), gocognit, ...

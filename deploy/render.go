@@ -44,7 +44,15 @@ func Render(dir string) ([]byte, error) {
 // Objects builds the kustomization dir like Render and returns its objects in
 // kustomize's order (namespaces, RBAC and CRDs before the objects using them).
 func Objects(dir string) ([]*unstructured.Unstructured, error) {
-	m, err := run(dir, nil)
+	return ObjectsWith(dir, nil)
+}
+
+// ObjectsWith is Objects with extra files (paths relative to deploy/, for
+// example "mine/kustomization.yaml") added beside the shipped ones: a
+// kustomization of one's own that names the shipped overlays and
+// components, as deploy/README.md tells users to write.
+func ObjectsWith(dir string, extra map[string]string) ([]*unstructured.Unstructured, error) {
+	m, err := run(dir, extra)
 	if err != nil {
 		return nil, err
 	}

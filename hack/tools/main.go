@@ -1,5 +1,7 @@
 // Command tools builds and caches the pinned control-plane binaries and
-// kubelet, kube-proxy, kubectl, kube-reclaim-scheduler and cert-manager, and installs the container runtime real nodes need (make tools).
+// kubelet, kube-proxy, kubectl, kube-reclaim-scheduler, cert-manager, promtool
+// and the Prometheus server, and installs the container runtime real nodes
+// need (make tools).
 // The wrapper modules beside this file pin each component's version.
 package main
 
@@ -39,12 +41,16 @@ func main() {
 	if _, err := cluster.EnsurePromtool(ctx, os.Stdout); err != nil {
 		fail(err)
 	}
+	prometheus, err := cluster.EnsurePrometheus(ctx, os.Stdout)
+	if err != nil {
+		fail(err)
+	}
 	rt, err := cluster.EnsureNodePackages(ctx, os.Stdout)
 	if err != nil {
 		fail(err)
 	}
 	for _, p := range []string{b.Etcd, b.APIServer, b.ControllerManager, b.Scheduler, b.Kwok, b.MetricsServer,
-		kubelet, kubeProxy, kubectl, pluginScheduler, rt.Containerd, rt.Runc} {
+		kubelet, kubeProxy, kubectl, pluginScheduler, prometheus, rt.Containerd, rt.Runc} {
 		fmt.Println(p)
 	}
 }

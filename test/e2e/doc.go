@@ -2,7 +2,9 @@
 // (publisher, webhook and extender as real processes configured the way
 // deploy/ configures them, a real kube-apiserver, kube-scheduler,
 // controller-manager, kwok as the kubelet of every node and metrics-server)
-// on one local cluster from test/cluster, under faults and bad input. No
+// on one local cluster from test/cluster, under faults and bad input; and a
+// real Prometheus scraping kube-reclaim installed from deploy/ onto a real
+// node, evaluating the shipped rules under faults (prometheus_test.go). No
 // fakes.
 //
 // Run it with

@@ -26,7 +26,6 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
-	"github.com/kube-reclaim/kube-reclaim/test/images"
 )
 
 // Helpers of the failover and upgrade subtests of the install test.
@@ -39,43 +38,12 @@ const (
 	podNameExtra = "authentication.kubernetes.io/pod-name"
 )
 
-// installBuild is one build of kube-reclaim's image, as an archive for ctr
-// import, and the version its binary prints.
-type installBuild struct {
-	tag, tarball, version string
-	took                  time.Duration
-}
-
-// buildInstallImage builds the image of this tree under tag, the way
-// `make image` does for the host's platform only, into dir.
-func buildInstallImage(ctx context.Context, root, dir, tag string) (installBuild, error) {
-	start := time.Now()
-	work := filepath.Join(dir, "build")
-	idx, err := ociimage.KubeReclaim{RepoRoot: root, WorkDir: work, Version: tag, Platforms: []ociimage.Platform{images.HostPlatform},
-		NoPluginScheduler: true}.Build(ctx)
-	if err != nil {
-		return installBuild{}, err
-	}
-	b := installBuild{tag: tag, tarball: filepath.Join(dir, "kube-reclaim.oci.tar")}
-	if err := ociimage.WriteTarball(b.tarball, installImageRepo+":"+tag, idx); err != nil {
-		return installBuild{}, err
-	}
-	bin := filepath.Join(work, images.HostPlatform.OS+"_"+images.HostPlatform.Arch, "kube-reclaim")
-	out, err := exec.CommandContext(ctx, bin, "version").Output()
-	if err != nil {
-		return installBuild{}, fmt.Errorf("%s version: %w", bin, err)
-	}
-	b.version = strings.TrimSpace(string(out))
-	b.took = time.Since(start)
-	return b, nil
-}
-
 // pendingBuild is a second build, imported into every node, made in the
 // background while the install test waits for metrics and the kubelets'
 // ConfigMap sync.
 type pendingBuild struct {
 	done     chan struct{}
-	build    installBuild
+	build    framework.InstallImage
 	imported time.Duration
 	err      error
 }
@@ -84,12 +52,12 @@ func startInstallBuild(ctx context.Context, root, dir, tag string, nodes map[str
 	p := &pendingBuild{done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		if p.build, p.err = buildInstallImage(ctx, root, dir, tag); p.err != nil {
+		if p.build, p.err = framework.BuildInstallImage(ctx, root, dir, installImageRepo, tag); p.err != nil {
 			return
 		}
 		start := time.Now()
 		for _, rn := range nodes {
-			if p.err = rn.ImportImages(ctx, p.build.tarball); p.err != nil {
+			if p.err = rn.ImportImages(ctx, p.build.Tarball); p.err != nil {
 				return
 			}
 		}
@@ -278,7 +246,7 @@ func kubeReclaimImages(p *corev1.Pod) (spec, running []string) {
 // left, not even terminating.
 func rolledOut(t *testing.T, c *cluster.Cluster, component, image string) bool {
 	d, err := c.Client.AppsV1().Deployments(installNamespace).Get(context.Background(), "kube-reclaim-"+component, metav1.GetOptions{})
-	if err != nil || !deploymentAvailable(d) || d.Status.Replicas != *d.Spec.Replicas {
+	if err != nil || !framework.DeploymentAvailable(d) || d.Status.Replicas != *d.Spec.Replicas {
 		return false
 	}
 	pods := rolePods(t, c, component)
@@ -1054,7 +1022,7 @@ func testInstallSchedulerFailover(t *testing.T, c *cluster.Cluster, annotated ti
 // installUpgrade is what the upgrade subtest needs of the install test.
 type installUpgrade struct {
 	annotated     time.Time
-	first         installBuild
+	first         framework.InstallImage
 	pending       *pendingBuild
 	kustomization string
 	overlay       string // the user's copy of deploy/, which the kustomization lists
@@ -1087,11 +1055,11 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 	}
 	second := u.pending.build
 	t.Logf("second build %s in %s and imported into %d nodes in %s, in the background: the binary says %q (first: %q)",
-		second.tag, second.took.Round(time.Millisecond), len(u.nodes), u.pending.imported.Round(time.Millisecond), second.version, u.first.version)
-	if second.version == u.first.version {
-		t.Errorf("both builds report version %q", second.version)
+		second.Tag, second.Took.Round(time.Millisecond), len(u.nodes), u.pending.imported.Round(time.Millisecond), second.Version, u.first.Version)
+	if second.Version == u.first.Version {
+		t.Errorf("both builds report version %q", second.Version)
 	}
-	oldImage, newImage := installImageRepo+":"+u.first.tag, installImageRepo+":"+second.tag
+	oldImage, newImage := installImageRepo+":"+u.first.Tag, installImageRepo+":"+second.Tag
 	configs := webhookConfigs(t, c)
 	const (
 		n   = 30
@@ -1119,7 +1087,7 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 	ob := startInstallObserver(t, c, 500*time.Millisecond)
 	defer ob.cancel()
 	kubectlRun(t, c, u.kubectl, "-n", installNamespace, "rollout", "pause", "deployment/kube-reclaim-publisher")
-	if err := writeInstallKustomization(u.kustomization, second.tag); err != nil {
+	if err := writeInstallKustomization(u.kustomization, second.Tag); err != nil {
 		t.Fatal(err)
 	}
 	b := startBurst(c, ns, "upgrade", n, 2*time.Second, cpu, mem)
@@ -1131,7 +1099,7 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 			changed = append(changed, line)
 		}
 	}
-	t.Logf("kubectl apply -k with %s: %s (the rest unchanged)", second.tag, strings.Join(changed, ", "))
+	t.Logf("kubectl apply -k with %s: %s (the rest unchanged)", second.Tag, strings.Join(changed, ", "))
 
 	// The readers: every webhook and scheduler pod of the new build, the
 	// old ones gone, the scheduler Lease held by a new pod.
@@ -1235,7 +1203,7 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 		t.Fatal(err)
 	}
 	for i := range l.Items {
-		if !deploymentAvailable(&l.Items[i]) {
+		if !framework.DeploymentAvailable(&l.Items[i]) {
 			t.Errorf("Deployment %s not Available after the rollout", l.Items[i].Name)
 		}
 	}
@@ -1246,7 +1214,7 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 		}
 	}
 	t.Logf("upgrade %s -> %s: webhook and scheduler rolled out %s after kubectl apply -k; held with the old publisher for %s; publisher rolled out %s after kubectl rollout resume; %s from apply to every role on the new build (%s)",
-		u.first.tag, second.tag, readers.Sub(applied).Round(time.Millisecond), held.Sub(readers).Round(time.Millisecond),
+		u.first.Tag, second.Tag, readers.Sub(applied).Round(time.Millisecond), held.Sub(readers).Round(time.Millisecond),
 		done.Sub(held).Round(time.Millisecond), done.Sub(applied).Round(time.Millisecond), deploymentSummary(l.Items))
 	t.Logf("upgrade: the new build read the old one's annotations: the new extender bound %d pods on their room, kubelet status writes through the new webhook kept them %v (%s); the new publisher then wrote nodes %d times",
 		e1, e2, strings.Join(oldAnnotations, "; "), wrote)

@@ -93,18 +93,18 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 
 	// Images, before any node runs: this is the part a fresh machine pays for.
 	start := time.Now()
-	first, err := buildInstallImage(ctx, root, filepath.Join(work, "first"), installImageTag)
+	first, err := framework.BuildInstallImage(ctx, root, filepath.Join(work, "first"), installImageRepo, installImageTag)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tarballs := []string{first.tarball, filepath.Join(work, "kube-scheduler.oci.tar"), filepath.Join(work, "metrics-server.oci.tar")}
+	tarballs := []string{first.Tarball, filepath.Join(work, "kube-scheduler.oci.tar"), filepath.Join(work, "metrics-server.oci.tar")}
 	if err := images.PackDynamic(bins.Scheduler, "/usr/local/bin/kube-scheduler", installSchedImage, tarballs[1]); err != nil {
 		t.Fatal(err)
 	}
 	if err := images.PackDynamic(bins.MetricsServer, "/usr/local/bin/metrics-server", installMetricsImage, tarballs[2]); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("images built in %s (kube-reclaim %s in %s: %q)", time.Since(start).Round(time.Millisecond), first.tag, first.took.Round(time.Millisecond), first.version)
+	t.Logf("images built in %s (kube-reclaim %s in %s: %q)", time.Since(start).Round(time.Millisecond), first.Tag, first.Took.Round(time.Millisecond), first.Version)
 
 	// The default kube-scheduler places the roles' pods, as in any cluster.
 	c := cluster.StartForTest(t, cluster.Options{NoMetricsServer: true, EndpointRouting: true, AuditPolicy: installAuditPolicy})
@@ -178,7 +178,7 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 			}
 			last = l.Items
 			for _, d := range l.Items {
-				if !deploymentAvailable(&d) {
+				if !framework.DeploymentAvailable(&d) {
 					return false
 				}
 			}
@@ -492,22 +492,6 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 		t.Logf("after uninstall: %d node looks over 20s, %d advertising reclaimed capacity", looks, advertising)
 	})
 	t.Logf("TestInstall took %s", time.Since(testStart).Round(time.Second))
-}
-
-func deploymentAvailable(d *appsv1.Deployment) bool {
-	want := int32(1)
-	if d.Spec.Replicas != nil {
-		want = *d.Spec.Replicas
-	}
-	if d.Status.ObservedGeneration < d.Generation || d.Status.AvailableReplicas < want || d.Status.UpdatedReplicas < want {
-		return false
-	}
-	for _, c := range d.Status.Conditions {
-		if c.Type == appsv1.DeploymentAvailable {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
 }
 
 func deploymentSummary(ds []appsv1.Deployment) string {
