@@ -802,7 +802,7 @@ var delegatedAuth = []string{
 func TestRBACIsLeastPrivilege(t *testing.T) {
 	extenderRules := []string{
 		"groups= resources=nodes verbs=list,watch",
-		"groups= resources=pods verbs=list,watch",
+		"groups= resources=pods verbs=get,list,watch",
 		"groups= resources=pods/binding verbs=create",
 	}
 	common := map[string][]string{

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -171,4 +172,42 @@ func schedulerConfigFor(t *testing.T, url string, profiles ...configv1.KubeSched
 		t.Fatal(err)
 	}
 	return profilesYAML + extCfg
+}
+
+// expectPendingWhileAFitIsPlaced creates a reclaimed pod too big for any
+// node (made by newPod) and checks that its FailedScheduling event carries
+// every one of reasons, then that it stays Pending, sampled over 5 s, while a
+// pod that fits, created as the window's control, is bound to roomy.
+func expectPendingWhileAFitIsPlaced(t *testing.T, c *cluster.Cluster, ns, roomy string, newPod func(name string, cpuMilli int64) *corev1.Pod, reasons ...string) {
+	t.Helper()
+	framework.CreatePod(t, c, newPod("too-big", 100000))
+	var msg string
+	// A scheduling attempt and the Event's asynchronous write.
+	if _, ok := framework.Poll(time.Minute, 500*time.Millisecond, func() bool {
+		msg = framework.SchedulingMessage(c, ns, "too-big")
+		for _, r := range reasons {
+			if !strings.Contains(msg, r) {
+				return false
+			}
+		}
+		return true
+	}); !ok {
+		t.Fatalf("no FailedScheduling event carries the reasons %q; the newest says %q", reasons, msg)
+	}
+	t.Logf("FailedScheduling: %s", msg)
+	r := framework.ExpectAbsence(t, framework.Absence{Window: 5 * time.Second, Every: 250 * time.Millisecond,
+		ControlWithin: time.Minute,
+		Control: func() error {
+			_, err := c.Client.CoreV1().Pods(ns).Create(context.Background(), newPod("fits", 1000), metav1.CreateOptions{})
+			return err
+		},
+		Look: func(time.Duration) ([]string, bool) {
+			st := framework.MustPods(t, c, ns)
+			var v []string
+			if n, ok := st.BoundTo["too-big"]; ok {
+				v = append(v, "too-big bound to "+n)
+			}
+			return v, st.BoundTo["fits"] == roomy
+		}})
+	t.Logf("too-big Pending at all %d looks over 5s; fits bound to %s %.1fs into the window", r.Looks, roomy, r.ControlSeen.Seconds())
 }

@@ -114,30 +114,8 @@ func TestPluginScheduler(t *testing.T) {
 	})
 
 	t.Run("a pod larger than any node's room stays Pending with the placement core's reasons, while one that fits is placed", func(t *testing.T) {
-		framework.CreatePod(t, c, profilePod("too-big", "plug", 100000, gib))
-		var msg string
-		if _, ok := framework.Poll(time.Minute, 500*time.Millisecond, func() bool {
-			msg = framework.SchedulingMessage(c, ns, "too-big")
-			return strings.Contains(msg, "reclaimed-cpu: need 100000m, free 3000m") && strings.Contains(msg, "no reclaimed capacity: node has no reclaimable annotation")
-		}); !ok {
-			t.Fatalf("no FailedScheduling event carries the placement reasons of both nodes; the newest says %q", msg)
-		}
-		t.Logf("FailedScheduling: %s", msg)
-		r := framework.ExpectAbsence(t, framework.Absence{Window: 5 * time.Second, Every: 250 * time.Millisecond,
-			ControlWithin: time.Minute,
-			Control: func() error {
-				_, err := c.Client.CoreV1().Pods(ns).Create(ctx, profilePod("fits", "plug", 1000, gib), metav1.CreateOptions{})
-				return err
-			},
-			Look: func(time.Duration) ([]string, bool) {
-				st := framework.MustPods(t, c, ns)
-				var v []string
-				if n, ok := st.BoundTo["too-big"]; ok {
-					v = append(v, "too-big bound to "+n)
-				}
-				return v, st.BoundTo["fits"] == roomy
-			}})
-		t.Logf("too-big Pending at all %d looks over 5s; fits bound to %s %.1fs into the window", r.Looks, roomy, r.ControlSeen.Seconds())
+		expectPendingWhileAFitIsPlaced(t, c, ns, roomy, func(name string, cpuMilli int64) *corev1.Pod { return profilePod(name, "plug", cpuMilli, gib) },
+			"reclaimed-cpu: need 100000m, free 3000m", "no reclaimed capacity: node has no reclaimable annotation")
 	})
 
 	t.Run("a burst of reclaimed pods never over-books a node and fills the room", func(t *testing.T) {
