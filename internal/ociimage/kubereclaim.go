@@ -52,6 +52,13 @@ type KubeReclaim struct {
 	// kube-scheduler takes minutes, which a test image that never runs
 	// it need not spend.
 	NoPluginScheduler bool
+	// PluginSchedulerFiles, when set, are a kube-reclaim-scheduler already
+	// built for the one platform of Platforms: the binary, with Path
+	// BinDir/kube-reclaim-scheduler, and what it loads if it is not
+	// static. Build puts them in the image instead of compiling
+	// kube-scheduler once more (the install test reuses the binary
+	// test/cluster caches).
+	PluginSchedulerFiles []File
 }
 
 // Build compiles both commands for every platform and returns the index of
@@ -60,6 +67,9 @@ func (k KubeReclaim) Build(ctx context.Context) (v1.ImageIndex, error) {
 	platforms := k.Platforms
 	if len(platforms) == 0 {
 		platforms = DefaultPlatforms
+	}
+	if len(k.PluginSchedulerFiles) > 0 && (k.NoPluginScheduler || len(platforms) != 1) {
+		return nil, fmt.Errorf("prebuilt kube-reclaim-scheduler files are for exactly one platform of an image that has the binary, not %d platforms (NoPluginScheduler %t)", len(platforms), k.NoPluginScheduler)
 	}
 	var imgs []v1.Image
 	for _, p := range platforms {
@@ -72,7 +82,7 @@ func (k KubeReclaim) Build(ctx context.Context) (v1.ImageIndex, error) {
 			return nil, err
 		}
 		cmds := Commands
-		if !k.NoPluginScheduler {
+		if !k.NoPluginScheduler && len(k.PluginSchedulerFiles) == 0 {
 			if err := k.buildPluginScheduler(ctx, out, p); err != nil {
 				return nil, err
 			}
@@ -82,6 +92,7 @@ func (k KubeReclaim) Build(ctx context.Context) (v1.ImageIndex, error) {
 		for _, c := range cmds {
 			files = append(files, File{Path: BinDir + "/" + filepath.Base(c), Source: filepath.Join(out, filepath.Base(c))})
 		}
+		files = append(files, k.PluginSchedulerFiles...)
 		img, err := Image(p, files, Config{
 			Entrypoint: []string{Entrypoint},
 			Env:        []string{"PATH=" + BinDir},

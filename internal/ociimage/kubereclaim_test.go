@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -110,5 +111,30 @@ func checkBinariesMatchTheirPlatform(t *testing.T, idx v1.ImageIndex) {
 		if found != 2 {
 			t.Errorf("%s: %d of the two binaries in the layer", d.Platform, found)
 		}
+	}
+}
+
+// TestPrebuiltPluginSchedulerIsForOnePlatformOfAnImageThatHasIt: files of a
+// kube-reclaim-scheduler built for one platform cannot go into a
+// multi-platform image, nor into one that leaves the binary out; the error
+// comes before anything is compiled.
+func TestPrebuiltPluginSchedulerIsForOnePlatformOfAnImageThatHasIt(t *testing.T) {
+	files := []File{{Path: BinDir + "/kube-reclaim-scheduler", Source: "/nonexistent/kube-reclaim-scheduler"}}
+	for _, tc := range []struct {
+		name string
+		k    KubeReclaim
+	}{
+		{"the default platforms", KubeReclaim{PluginSchedulerFiles: files}},
+		{"two platforms", KubeReclaim{PluginSchedulerFiles: files, Platforms: DefaultPlatforms}},
+		{"the binary left out", KubeReclaim{PluginSchedulerFiles: files, Platforms: DefaultPlatforms[:1], NoPluginScheduler: true}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// No Go command: reaching a build would fail differently.
+			tc.k.Go = "/nonexistent/go"
+			_, err := tc.k.Build(context.Background())
+			if err == nil || !strings.Contains(err.Error(), "prebuilt kube-reclaim-scheduler") {
+				t.Errorf("Build: %v, want the prebuilt files refused", err)
+			}
+		})
 	}
 }

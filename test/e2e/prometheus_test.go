@@ -107,7 +107,7 @@ func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 	work := t.TempDir()
 
 	start := time.Now()
-	img, err := framework.BuildInstallImage(ctx, root, filepath.Join(work, "image"), promImageRepo, promImageTag)
+	img, err := framework.BuildInstallImage(ctx, root, filepath.Join(work, "image"), promImageRepo, promImageTag, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

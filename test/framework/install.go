@@ -24,14 +24,15 @@ type InstallImage struct {
 }
 
 // BuildInstallImage builds the image of the tree at root under repo:tag, the
-// way `make image` does for the host's platform only and without
-// kube-reclaim-scheduler (the plugin scheduler, which these installs do not
-// run), into dir.
-func BuildInstallImage(ctx context.Context, root, dir, repo, tag string) (InstallImage, error) {
+// way `make image` does for the host's platform only, into dir. Its
+// kube-reclaim-scheduler is plugin, a build made already (the cached one),
+// or, when plugin is nil, none: an install that does not run the plugin
+// scheduler needs no second build of kube-scheduler.
+func BuildInstallImage(ctx context.Context, root, dir, repo, tag string, plugin []ociimage.File) (InstallImage, error) {
 	start := time.Now()
 	work := filepath.Join(dir, "build")
 	idx, err := ociimage.KubeReclaim{RepoRoot: root, WorkDir: work, Version: tag, Platforms: []ociimage.Platform{images.HostPlatform},
-		NoPluginScheduler: true}.Build(ctx)
+		NoPluginScheduler: plugin == nil, PluginSchedulerFiles: plugin}.Build(ctx)
 	if err != nil {
 		return InstallImage{}, err
 	}

@@ -34,13 +34,9 @@ func libDirs() []string {
 // its interpreter and every shared library it needs, directly or through
 // another library, at the paths they have on this machine.
 func PackDynamic(binary, entrypoint, name, tarball string) error {
-	deps, err := SharedObjects(binary, libDirs())
+	files, err := DynamicFiles(binary, entrypoint)
 	if err != nil {
-		return fmt.Errorf("%s: %w", binary, err)
-	}
-	files := []ociimage.File{{Path: entrypoint, Source: binary}}
-	for _, d := range deps {
-		files = append(files, ociimage.File{Path: d, Source: d})
+		return err
 	}
 	img, err := ociimage.Image(HostPlatform, files, ociimage.Config{
 		Entrypoint: []string{entrypoint},
@@ -50,6 +46,21 @@ func PackDynamic(binary, entrypoint, name, tarball string) error {
 		return err
 	}
 	return ociimage.WriteTarball(tarball, name, img)
+}
+
+// DynamicFiles are the files of an image that runs binary as entrypoint:
+// the binary, its interpreter and every shared library it needs, at the
+// paths they have on this machine.
+func DynamicFiles(binary, entrypoint string) ([]ociimage.File, error) {
+	deps, err := SharedObjects(binary, libDirs())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", binary, err)
+	}
+	files := []ociimage.File{{Path: entrypoint, Source: binary}}
+	for _, d := range deps {
+		files = append(files, ociimage.File{Path: d, Source: d})
+	}
+	return files, nil
 }
 
 // SharedObjects returns the absolute paths of binary's ELF interpreter and

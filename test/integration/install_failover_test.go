@@ -26,6 +26,7 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
+	"github.com/kube-reclaim/kube-reclaim/test/images"
 )
 
 // Helpers of the failover and upgrade subtests of the install test.
@@ -48,11 +49,11 @@ type pendingBuild struct {
 	err      error
 }
 
-func startInstallBuild(ctx context.Context, root, dir, tag string, nodes map[string]*cluster.RealNode) *pendingBuild {
+func startInstallBuild(ctx context.Context, root, dir, tag string, plugin []ociimage.File, nodes map[string]*cluster.RealNode) *pendingBuild {
 	p := &pendingBuild{done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		if p.build, p.err = framework.BuildInstallImage(ctx, root, dir, installImageRepo, tag); p.err != nil {
+		if p.build, p.err = framework.BuildInstallImage(ctx, root, dir, installImageRepo, tag, plugin); p.err != nil {
 			return
 		}
 		start := time.Now()
@@ -66,11 +67,26 @@ func startInstallBuild(ctx context.Context, root, dir, tag string, nodes map[str
 	return p
 }
 
-// writeInstallKustomization names tag in the user's own kustomization, as
-// deploy/README.md ("Getting the image", "Upgrading") tells users.
-func writeInstallKustomization(dir, tag string) error {
-	k := fmt.Sprintf("resources: [../deploy/default]\nimages:\n  - name: %s\n    newName: %s\n    newTag: %s\n",
-		ociimage.DefaultRepository, installImageRepo, tag)
+// installPluginScheduler are the files of the kube-reclaim-scheduler the
+// install images carry: the one test/cluster caches (`make tools` builds
+// it), which spares the test a second build of kube-scheduler. It is built
+// with cgo, so its interpreter and libraries go in too, as in the test's
+// kube-scheduler image.
+func installPluginScheduler(ctx context.Context) ([]ociimage.File, error) {
+	bin, err := cluster.EnsurePluginScheduler(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return images.DynamicFiles(bin, ociimage.BinDir+"/"+filepath.Base(ociimage.PluginScheduler))
+}
+
+// writeInstallKustomization names tag and the shipped overlay (default or
+// plugin-scheduler) in the user's own kustomization, as deploy/README.md
+// ("Getting the image", "Upgrading", "Choosing the scheduler topology")
+// tells users.
+func writeInstallKustomization(dir, overlay, tag string) error {
+	k := fmt.Sprintf("resources: [../deploy/%s]\nimages:\n  - name: %s\n    newName: %s\n    newTag: %s\n",
+		overlay, ociimage.DefaultRepository, installImageRepo, tag)
 	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
 
@@ -384,6 +400,38 @@ func burstCPU(t *testing.T, c *cluster.Cluster, n int, reserveMilli int64, share
 	return per, strings.Join(rooms, ", ")
 }
 
+// expectOverflowPending is the positive control of a burst's placement: a
+// reclaimed pod asking more CPU than any node's whole room stays Pending
+// with the scheduler's reason, sampled throughout a window. Not the largest
+// free room plus one: the publisher may raise a node's room between this
+// look and the bind (a regular pod of an earlier subtest going away), and
+// the scheduler rightly places the pod then.
+func expectOverflowPending(t *testing.T, c *cluster.Cluster, ns string, mem int64) (ask, largest int64, refusal string) {
+	t.Helper()
+	views, err := framework.Views(context.Background(), c, nil, reclaimable.DefaultStaleAfter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range views {
+		largest = max(largest, v.Published().CPUMilli)
+	}
+	ask = largest + 1
+	framework.CreatePod(t, c, installBurstPod(ns, "overflow", ask, mem))
+	framework.ExpectAbsence(t, framework.Absence{
+		Window: 5 * time.Second, Every: time.Second, ControlWithin: 30 * time.Second,
+		Look: func(time.Duration) ([]string, bool) {
+			var v []string
+			if node, bound := framework.MustPods(t, c, ns).BoundTo["overflow"]; bound {
+				v = append(v, fmt.Sprintf("a pod asking %dm, more than any node's whole room, was bound to %s", ask, node))
+			}
+			refusal = framework.SchedulingMessage(c, ns, "overflow")
+			return v, refusal != ""
+		},
+	})
+	framework.DeletePod(t, c, ns, "overflow")
+	return ask, largest, refusal
+}
+
 // nodeVersion is one stored version of a node, as a watch delivered it.
 type nodeVersion struct {
 	at       time.Time
@@ -416,6 +464,8 @@ type installObserver struct {
 	versions map[string][]nodeVersion
 	leases   []leaseVersion
 	obs      observation
+	// lastLook is when the last completed look began.
+	lastLook time.Time
 }
 
 // observation is what an installObserver saw.
@@ -587,6 +637,7 @@ func (o *installObserver) lookFailed(ctx context.Context, err error) {
 }
 
 func (o *installObserver) look(ctx context.Context) {
+	began := time.Now()
 	pods, err := framework.Pods(ctx, o.c, metav1.NamespaceAll)
 	if err != nil {
 		o.lookFailed(ctx, err)
@@ -601,6 +652,7 @@ func (o *installObserver) look(ctx context.Context) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.obs.looks++
+	o.lastLook = began
 	for name, v := range views {
 		o.obs.nodeLooks++
 		switch why := valuesProblem(v); {
@@ -635,7 +687,8 @@ func (o *installObserver) fail(s string) {
 }
 
 // stop waits until the watch has delivered the version of every node
-// stored now, ends the observation and returns it.
+// stored now and a look has begun after now, ends the observation and
+// returns it.
 func (o *installObserver) stop(t *testing.T) observation {
 	t.Helper()
 	nodes, err := o.c.Client.CoreV1().Nodes().List(context.Background(), metav1.ListOptions{})
@@ -658,6 +711,16 @@ func (o *installObserver) stop(t *testing.T) observation {
 		return true
 	}); !ok {
 		o.fail("the node watch did not deliver the versions stored at the end within 30s")
+	}
+	// A look begun after the end, so that a window shorter than a look's
+	// interval (a fast failover) is looked at on both sides too.
+	end := time.Now()
+	if _, ok := framework.Poll(max(4*o.every, 10*time.Second), 50*time.Millisecond, func() bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.lastLook.After(end)
+	}); !ok {
+		o.fail("no look begun after the end of the window")
 	}
 	o.cancel()
 	o.wg.Wait()
@@ -969,33 +1032,7 @@ func testInstallSchedulerFailover(t *testing.T, c *cluster.Cluster, annotated ti
 	}
 	placed := time.Since(deleted)
 
-	// The positive control: a pod larger than any node's whole room. Not
-	// the largest free room plus one: the publisher may raise a node's room
-	// between this look and the bind (the regular pod of the publisher
-	// failover going away), and the extender rightly places the pod then.
-	views, err := framework.Views(ctx, c, nil, reclaimable.DefaultStaleAfter)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var largest int64
-	for _, v := range views {
-		largest = max(largest, v.Published().CPUMilli)
-	}
-	ask := largest + 1
-	framework.CreatePod(t, c, installBurstPod(ns, "overflow", ask, mem))
-	var refusal string
-	framework.ExpectAbsence(t, framework.Absence{
-		Window: 5 * time.Second, Every: time.Second, ControlWithin: 30 * time.Second,
-		Look: func(time.Duration) ([]string, bool) {
-			var v []string
-			if node, bound := framework.MustPods(t, c, ns).BoundTo["overflow"]; bound {
-				v = append(v, fmt.Sprintf("a pod asking %dm, more than any node's whole room, was bound to %s", ask, node))
-			}
-			refusal = framework.SchedulingMessage(c, ns, "overflow")
-			return v, refusal != ""
-		},
-	})
-	framework.DeletePod(t, c, ns, "overflow")
+	ask, largest, refusal := expectOverflowPending(t, c, ns, mem)
 
 	obs := ob.stop(t)
 	obs.check(t, 0)
@@ -1087,7 +1124,7 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 	ob := startInstallObserver(t, c, 500*time.Millisecond)
 	defer ob.cancel()
 	kubectlRun(t, c, u.kubectl, "-n", installNamespace, "rollout", "pause", "deployment/kube-reclaim-publisher")
-	if err := writeInstallKustomization(u.kustomization, second.Tag); err != nil {
+	if err := writeInstallKustomization(u.kustomization, "default", second.Tag); err != nil {
 		t.Fatal(err)
 	}
 	b := startBurst(c, ns, "upgrade", n, 2*time.Second, cpu, mem)

@@ -64,9 +64,11 @@ rules:
 // lease, the scheduler's places a burst without over-booking a node, and
 // kubelets' status writes keep the values. A second build under another
 // version is applied the same way during a burst, and the new webhook and
-// extender work from the old publisher's annotations. Last, `kubectl
-// delete -k` and `kubectl reclaim uninstall` leave no node advertising
-// reclaimed capacity.
+// extender work from the old publisher's annotations. The same install is
+// then switched to deploy/plugin-scheduler, whose kube-reclaim-scheduler
+// binary (the image carries it) places a Job and a burst on its own. Last,
+// `kubectl delete -k` and `kubectl reclaim uninstall` leave no node
+// advertising reclaimed capacity.
 func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("short mode: the install test takes minutes")
@@ -93,7 +95,11 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 
 	// Images, before any node runs: this is the part a fresh machine pays for.
 	start := time.Now()
-	first, err := framework.BuildInstallImage(ctx, root, filepath.Join(work, "first"), installImageRepo, installImageTag)
+	plugin, err := installPluginScheduler(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := framework.BuildInstallImage(ctx, root, filepath.Join(work, "first"), installImageRepo, installImageTag, plugin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +169,7 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	if err := os.MkdirAll(mine, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := writeInstallKustomization(mine, installImageTag); err != nil {
+	if err := writeInstallKustomization(mine, "default", installImageTag); err != nil {
 		t.Fatal(err)
 	}
 	applied := time.Now()
@@ -198,7 +204,7 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	// and the image has another digest, as a release would. It runs while
 	// the next subtests mostly wait (for metrics, then for the kubelets to
 	// sync the edited ConfigMap), which hides most of its cost.
-	upgrade := startInstallBuild(ctx, root, filepath.Join(work, "upgrade"), installUpgradeTag, nodes)
+	upgrade := startInstallBuild(ctx, root, filepath.Join(work, "upgrade"), installUpgradeTag, plugin, nodes)
 	t.Cleanup(func() { <-upgrade.done }) // before the work directory goes
 
 	var annotated time.Time
@@ -338,103 +344,7 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	})
 
 	t.Run("a Job opted in by its label runs rewritten, placed by the extender, enforced, to completion", func(t *testing.T) {
-		job := &batchv1.Job{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "install-batch"},
-			Spec: batchv1.JobSpec{
-				BackoffLimit: new(int32),
-				Template: corev1.PodTemplateSpec{
-					ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{names.ReclaimedLabel: "true"}},
-					Spec: corev1.PodSpec{
-						RestartPolicy:                 corev1.RestartPolicyNever,
-						AutomountServiceAccountToken:  new(bool),
-						TerminationGracePeriodSeconds: new(int64),
-						Containers: []corev1.Container{{
-							Name: "main", Image: cluster.WorkloadImage, ImagePullPolicy: corev1.PullNever,
-							Env: []corev1.EnvVar{{Name: "EXIT_AFTER", Value: "20s"}},
-							Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-								corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
-							}},
-						}},
-					},
-				},
-			},
-		}
-		created := time.Now()
-		if _, err := c.Client.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		var pod *corev1.Pod
-		took, ok := framework.Poll(2*time.Minute, 250*time.Millisecond, func() bool {
-			l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "job-name=install-batch"})
-			if err != nil || len(l.Items) == 0 {
-				return false
-			}
-			pod = &l.Items[0]
-			return pod.Status.Phase == corev1.PodRunning && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].ContainerID != ""
-		})
-		if !ok {
-			t.Fatalf("the Job's pod is not Running after %s: %+v\n%s", took, pod, run("-n", "default", "get", "events"))
-		}
-		t.Logf("Job pod %s Running on %s %s after the Job was created", pod.Name, pod.Spec.NodeName, took.Round(time.Millisecond))
-		if pod.Spec.SchedulerName != installSchedName {
-			t.Errorf("schedulerName %q, want %q (the profile's rewrite)", pod.Spec.SchedulerName, installSchedName)
-		}
-		res := pod.Spec.Containers[0].Resources
-		cpu, mem := res.Requests[names.CPU], res.Requests[names.Memory]
-		if cpu.Value() != 100 || mem.Value() != 64<<20 {
-			t.Fatalf("rewritten requests %v, want %s=100 %s=64Mi", res.Requests, names.CPU, names.Memory)
-		}
-		lcpu, lmem := res.Limits[corev1.ResourceCPU], res.Limits[corev1.ResourceMemory]
-		t.Logf("rewritten by profile %q: requests %s=%s %s=%s, native limits cpu=%s memory=%s", pod.Annotations[names.Profile],
-			names.CPU, cpu.String(), names.Memory, mem.String(), lcpu.String(), lmem.String())
-		rn := nodes[pod.Spec.NodeName]
-		if rn == nil {
-			t.Fatalf("pod placed on %q, not a real node", pod.Spec.NodeName)
-		}
-		cg := containerCgroup(t, rn, pod)
-		memLimit := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/memory", cg, "memory.limit_in_bytes"))
-		quota := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_quota_us"))
-		period := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_period_us"))
-		if memLimit != 64<<20 || quota*1000/period != 100 {
-			t.Errorf("container cgroup: memory.limit_in_bytes %d (want %d), cpu.cfs_quota_us %d / period %d (want 100 millicores)", memLimit, 64<<20, quota, period)
-		}
-		t.Logf("enforced: memory.limit_in_bytes=%d cpu.cfs_quota_us=%d cpu.cfs_period_us=%d (%s)", memLimit, quota, period, cg)
-
-		// Placed by kube-reclaim-scheduler, bound by its extender: the
-		// Binding's client is kube-reclaim's, not kube-scheduler's.
-		var binding *framework.AuditEvent
-		if _, ok := framework.Poll(30*time.Second, time.Second, func() bool {
-			for _, e := range allAudit(t, c) {
-				if e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "binding" && e.ObjectRef.Name == pod.Name && e.ResponseStatus.Code < 300 {
-					binding = &e
-					return true
-				}
-			}
-			return false
-		}); !ok {
-			t.Fatal("no Binding of the Job's pod in the audit log")
-		}
-		if binding.User.Username != "system:serviceaccount:"+installNamespace+":"+installSchedName || !strings.HasPrefix(binding.UserAgent, "kube-reclaim-extender") {
-			t.Errorf("the Job's pod was bound by %s (%s), want the extender (kube-reclaim-extender) of %s", binding.User.Username, binding.UserAgent, installSchedName)
-		}
-		t.Logf("bound by %s, user agent %q", binding.User.Username, binding.UserAgent)
-		events, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name + ",reason=Scheduled"})
-		if err != nil || len(events.Items) == 0 {
-			t.Errorf("no Scheduled event of the Job's pod (%v)", err)
-		} else if src := events.Items[0].ReportingController + events.Items[0].Source.Component; !strings.Contains(src, installSchedName) {
-			t.Errorf("Scheduled event from %q, want %s", src, installSchedName)
-		} else {
-			t.Logf("Scheduled event from %s: %s", src, events.Items[0].Message)
-		}
-
-		took, ok = framework.Poll(2*time.Minute, 500*time.Millisecond, func() bool {
-			j, err := c.Client.BatchV1().Jobs("default").Get(ctx, "install-batch", metav1.GetOptions{})
-			return err == nil && j.Status.Succeeded == 1
-		})
-		if !ok {
-			t.Fatalf("the Job did not complete within %s", took)
-		}
-		t.Logf("Job complete %s after it was created", time.Since(created).Round(time.Millisecond))
+		testInstallJob(t, c, nodes, kubectl, "install-batch", installExtenderAgent)
 	})
 
 	t.Run("the publisher leader's pod deleted: the other replica publishes within the lease", func(t *testing.T) {
@@ -446,9 +356,15 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	t.Run("the leading kube-reclaim-scheduler pod deleted during a burst: the standby places it, no node over-booked at any look", func(t *testing.T) {
 		testInstallSchedulerFailover(t, c, annotated)
 	})
-	t.Run("apply -k of a second build during heartbeats and a burst: rolled out, values kept, nothing over-booked, the old annotation read", func(t *testing.T) {
+	upgraded := t.Run("apply -k of a second build during heartbeats and a burst: rolled out, values kept, nothing over-booked, the old annotation read", func(t *testing.T) {
 		testInstallUpgrade(t, c, installUpgrade{annotated: annotated, first: first, pending: upgrade, kustomization: mine,
 			overlay: filepath.Join(work, "deploy"), kubectl: kubectl, nodes: nodes})
+	})
+	t.Run("apply -k of deploy/plugin-scheduler: kube-reclaim-scheduler with the plugin places a Job, enforced, and a burst, nothing over-booked", func(t *testing.T) {
+		if !upgraded {
+			t.Skip("the upgrade did not pass: which build runs is not known")
+		}
+		testInstallPluginScheduler(t, c, installSwitch{annotated: annotated, tag: installUpgradeTag, kustomization: mine, kubectl: kubectl, nodes: nodes})
 	})
 
 	t.Run("kubectl delete -k and kubectl reclaim uninstall leave no node advertising reclaimed capacity", func(t *testing.T) {
@@ -492,6 +408,119 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 		t.Logf("after uninstall: %d node looks over 20s, %d advertising reclaimed capacity", looks, advertising)
 	})
 	t.Logf("TestInstall took %s", time.Since(testStart).Round(time.Second))
+}
+
+// The user agents a reclaimed pod's Binding comes from in each scheduler
+// topology: the extender sidecar binds in deploy/default, kube-scheduler's
+// default binder in the kube-reclaim-scheduler binary in
+// deploy/plugin-scheduler (client-go names the binary).
+const (
+	installExtenderAgent = "kube-reclaim-extender"
+	installPluginAgent   = installSchedName + "/"
+)
+
+// testInstallJob creates a Job opted in by its label alone and checks that
+// its pod runs rewritten, placed by kube-reclaim-scheduler and bound by a
+// client of agent, enforced in its cgroup, to completion.
+func testInstallJob(t *testing.T, c *cluster.Cluster, nodes map[string]*cluster.RealNode, kubectl, name, agent string) {
+	ctx := context.Background()
+	job := &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: batchv1.JobSpec{
+			BackoffLimit: new(int32),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{names.ReclaimedLabel: "true"}},
+				Spec: corev1.PodSpec{
+					RestartPolicy:                 corev1.RestartPolicyNever,
+					AutomountServiceAccountToken:  new(bool),
+					TerminationGracePeriodSeconds: new(int64),
+					Containers: []corev1.Container{{
+						Name: "main", Image: cluster.WorkloadImage, ImagePullPolicy: corev1.PullNever,
+						Env: []corev1.EnvVar{{Name: "EXIT_AFTER", Value: "20s"}},
+						Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+							corev1.ResourceCPU: resource.MustParse("100m"), corev1.ResourceMemory: resource.MustParse("64Mi"),
+						}},
+					}},
+				},
+			},
+		},
+	}
+	created := time.Now()
+	if _, err := c.Client.BatchV1().Jobs("default").Create(ctx, job, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pod *corev1.Pod
+	took, ok := framework.Poll(2*time.Minute, 250*time.Millisecond, func() bool {
+		l, err := c.Client.CoreV1().Pods("default").List(ctx, metav1.ListOptions{LabelSelector: "job-name=" + name})
+		if err != nil || len(l.Items) == 0 {
+			return false
+		}
+		pod = &l.Items[0]
+		return pod.Status.Phase == corev1.PodRunning && len(pod.Status.ContainerStatuses) == 1 && pod.Status.ContainerStatuses[0].ContainerID != ""
+	})
+	if !ok {
+		t.Fatalf("the Job's pod is not Running after %s: %+v\n%s", took, pod, kubectlRun(t, c, kubectl, "-n", "default", "get", "events"))
+	}
+	t.Logf("Job pod %s Running on %s %s after the Job was created", pod.Name, pod.Spec.NodeName, took.Round(time.Millisecond))
+	if pod.Spec.SchedulerName != installSchedName {
+		t.Errorf("schedulerName %q, want %q (the profile's rewrite)", pod.Spec.SchedulerName, installSchedName)
+	}
+	res := pod.Spec.Containers[0].Resources
+	cpu, mem := res.Requests[names.CPU], res.Requests[names.Memory]
+	if cpu.Value() != 100 || mem.Value() != 64<<20 {
+		t.Fatalf("rewritten requests %v, want %s=100 %s=64Mi", res.Requests, names.CPU, names.Memory)
+	}
+	lcpu, lmem := res.Limits[corev1.ResourceCPU], res.Limits[corev1.ResourceMemory]
+	t.Logf("rewritten by profile %q: requests %s=%s %s=%s, native limits cpu=%s memory=%s", pod.Annotations[names.Profile],
+		names.CPU, cpu.String(), names.Memory, mem.String(), lcpu.String(), lmem.String())
+	rn := nodes[pod.Spec.NodeName]
+	if rn == nil {
+		t.Fatalf("pod placed on %q, not a real node", pod.Spec.NodeName)
+	}
+	cg := containerCgroup(t, rn, pod)
+	memLimit := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/memory", cg, "memory.limit_in_bytes"))
+	quota := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_quota_us"))
+	period := readCgroupInt(t, filepath.Join("/sys/fs/cgroup/cpu", cg, "cpu.cfs_period_us"))
+	if memLimit != 64<<20 || quota*1000/period != 100 {
+		t.Errorf("container cgroup: memory.limit_in_bytes %d (want %d), cpu.cfs_quota_us %d / period %d (want 100 millicores)", memLimit, 64<<20, quota, period)
+	}
+	t.Logf("enforced: memory.limit_in_bytes=%d cpu.cfs_quota_us=%d cpu.cfs_period_us=%d (%s)", memLimit, quota, period, cg)
+
+	// Placed by kube-reclaim-scheduler and bound by the client of agent:
+	// the extender topology's extender, the plugin topology's binary.
+	var binding *framework.AuditEvent
+	if _, ok := framework.Poll(30*time.Second, time.Second, func() bool {
+		for _, e := range allAudit(t, c) {
+			if e.ObjectRef.Resource == "pods" && e.ObjectRef.Subresource == "binding" && e.ObjectRef.Name == pod.Name && e.ResponseStatus.Code < 300 {
+				binding = &e
+				return true
+			}
+		}
+		return false
+	}); !ok {
+		t.Fatal("no Binding of the Job's pod in the audit log")
+	}
+	if binding.User.Username != "system:serviceaccount:"+installNamespace+":"+installSchedName || !strings.HasPrefix(binding.UserAgent, agent) {
+		t.Errorf("the Job's pod was bound by %s (%s), want %s of %s", binding.User.Username, binding.UserAgent, agent, installSchedName)
+	}
+	t.Logf("bound by %s, user agent %q", binding.User.Username, binding.UserAgent)
+	events, err := c.Client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=" + pod.Name + ",reason=Scheduled"})
+	if err != nil || len(events.Items) == 0 {
+		t.Errorf("no Scheduled event of the Job's pod (%v)", err)
+	} else if src := events.Items[0].ReportingController + events.Items[0].Source.Component; !strings.Contains(src, installSchedName) {
+		t.Errorf("Scheduled event from %q, want %s", src, installSchedName)
+	} else {
+		t.Logf("Scheduled event from %s: %s", src, events.Items[0].Message)
+	}
+
+	took, ok = framework.Poll(2*time.Minute, 500*time.Millisecond, func() bool {
+		j, err := c.Client.BatchV1().Jobs("default").Get(ctx, name, metav1.GetOptions{})
+		return err == nil && j.Status.Succeeded == 1
+	})
+	if !ok {
+		t.Fatalf("the Job did not complete within %s", took)
+	}
+	t.Logf("Job complete %s after it was created", time.Since(created).Round(time.Millisecond))
 }
 
 func deploymentSummary(ds []appsv1.Deployment) string {
