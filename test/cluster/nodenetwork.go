@@ -40,11 +40,11 @@ const (
 	KubernetesServiceIP = "10.96.0.1"
 )
 
-// netnsLinkPrefix names the host end of a node's veth pair; the rest is the
+// NodeLinkPrefix names the host end of a node's veth pair; the rest is the
 // node's id, so a sweep finds it from the node's directory alone.
-const netnsLinkPrefix = "krv"
+const NodeLinkPrefix = "krv"
 
-func netnsLink(id string) string { return netnsLinkPrefix + id }
+func netnsLink(id string) string { return NodeLinkPrefix + id }
 
 // netnsFile is where a node's network namespace is pinned (a bind mount of
 // nsfs, removed with the other mounts below the node's directory). Pinning
@@ -78,6 +78,10 @@ func netLock(ctx context.Context) (func(), error) {
 	defer cancel()
 	return lockFile(ctx, filepath.Join(cache, "netns.lock"))
 }
+
+// LockNodeNetwork holds the lock under which nodes of every test binary
+// on the machine change the host's network, so a reader sees it whole.
+func LockNodeNetwork(ctx context.Context) (unlock func(), err error) { return netLock(ctx) }
 
 func run(name string, args ...string) error {
 	out, err := exec.Command(name, args...).CombinedOutput() //nolint:noctx // short network configuration commands
@@ -213,7 +217,7 @@ func teardownNetwork(nodeDir, id string) {
 	}
 	// Also when setup failed before making the link: the address may be
 	// there all the same.
-	if links, _ := filepath.Glob(filepath.Join("/sys/class/net", netnsLinkPrefix+"*")); len(links) == 0 {
+	if links, _ := filepath.Glob(filepath.Join("/sys/class/net", NodeLinkPrefix+"*")); len(links) == 0 {
 		_ = run("ip", "addr", "del", APIAddress+"/32", "dev", "lo")
 	}
 }

@@ -222,6 +222,16 @@ func (n *RealNode) NodeIP() string {
 	return "127.0.0.1"
 }
 
+// HostLink is the host end of the node's veth pair (empty without a
+// NetworkNamespace): what a test of the host's network tells apart from
+// other tests' nodes.
+func (n *RealNode) HostLink() string {
+	if !n.spec.NetworkNamespace {
+		return ""
+	}
+	return netnsLink(n.id)
+}
+
 // PodCIDR is the node's spec.podCIDR, the range its pods' addresses come
 // from (empty without a NetworkNamespace: the node has none).
 func (n *RealNode) PodCIDR() string { return n.net.podCIDR }

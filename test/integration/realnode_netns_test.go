@@ -126,7 +126,11 @@ func TestRealNodesInNetworkNamespacesServeServices(t *testing.T) {
 	})
 
 	t.Run("after the cluster stops the host's network is as before", func(t *testing.T) {
-		during := readHostNetwork(t)
+		var own []string
+		for _, rn := range nodes {
+			own = append(own, rn.HostLink())
+		}
+		during := readHostNetwork(t, own...)
 		// Positive control: the nodes' links, routes and the API address
 		// exist while they run, and kube-proxy's rules are in the nodes'
 		// namespaces, not the host's.
@@ -139,9 +143,7 @@ func TestRealNodesInNetworkNamespacesServeServices(t *testing.T) {
 				t.Errorf("node %s's namespace has no kube-proxy rule for default/kubernetes (%v): %.300s", rn.Name, err, out)
 			}
 		}
-		if len(during.links) <= len(netBefore.links) || !slices.ContainsFunc(during.addrs, func(a string) bool {
-			return strings.Contains(a, cluster.APIAddress+"/32")
-		}) {
+		if len(during.links) <= len(netBefore.links) || !during.apiAddress {
 			t.Errorf("no node link or API address on the host while the nodes run: %v %v", during.links, during.addrs)
 		}
 		if slices.ContainsFunc(during.nat, func(r string) bool { return strings.Contains(r, "KUBE-") }) {
@@ -149,7 +151,12 @@ func TestRealNodesInNetworkNamespacesServeServices(t *testing.T) {
 		}
 		dirs := []string{nodes["net-a"].Dir, nodes["net-b"].Dir}
 		c.Stop()
-		after := readHostNetwork(t)
+		after := readHostNetwork(t, own...)
+		// The API address is the nodes' of every cluster on the machine: it
+		// stays exactly while another test's node is there.
+		if after.apiAddress != after.otherNodes {
+			t.Errorf("after the stop the API address %s is on lo: %v, other tests' nodes on the host: %v", cluster.APIAddress, after.apiAddress, after.otherNodes)
+		}
 		for _, cmp := range []struct {
 			what          string
 			before, after []string
@@ -215,14 +222,25 @@ func terminationMessage(p *corev1.Pod) string {
 // found it.
 type hostNetwork struct {
 	netns, links, addrs, routes, filter, nat []string
+	// apiAddress: the shared API address is on lo; otherNodes: a node of
+	// another test (another cluster) has its link on the host.
+	apiAddress, otherNodes bool
 }
 
-// readHostNetwork reads it. Links, addresses and routes of other tests'
-// real nodes in the host's network (their krbr* bridges and their pods'
-// veth* ends), which come and go while this test runs, are left out; nodes
-// in their own namespaces make neither.
-func readHostNetwork(t *testing.T) hostNetwork {
+// readHostNetwork reads it, under the lock nodes change it under. Other
+// tests' real nodes come and go while this test runs (make test runs the
+// suites side by side): their krbr* bridges, their pods' veth* ends and
+// the links, addresses and routes of their namespaces (krv* not in own) are
+// left out, and so is the API address the nodes of every cluster share;
+// whether it and other nodes are there is recorded instead.
+func readHostNetwork(t *testing.T, own ...string) hostNetwork {
 	t.Helper()
+	unlock, err := cluster.LockNodeNetwork(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	var h hostNetwork
 	lines := func(args ...string) []string {
 		out, err := exec.Command(args[0], args[1:]...).Output() //nolint:noctx // one quick read
 		if err != nil {
@@ -230,31 +248,32 @@ func readHostNetwork(t *testing.T) hostNetwork {
 		}
 		var keep []string
 		for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
-			if l != "" && !strings.Contains(l, "krbr") && !strings.Contains(l, "veth") {
+			switch {
+			case l == "" || strings.Contains(l, "krbr") || strings.Contains(l, "veth"):
+			case strings.Contains(l, cluster.NodeLinkPrefix) && !slices.ContainsFunc(own, func(o string) bool { return strings.Contains(l, o) }):
+				h.otherNodes = true
+			case strings.Contains(l, " "+cluster.APIAddress+"/32 "):
+				h.apiAddress = true
+			default:
 				keep = append(keep, l)
 			}
 		}
 		return keep
 	}
-	var links []string
 	for _, l := range lines("ip", "-o", "link", "show") {
 		// "3: name@peer: <FLAGS> ..." -> name; counters and states change.
 		if f := strings.Fields(l); len(f) > 1 {
-			links = append(links, strings.Split(strings.TrimSuffix(f[1], ":"), "@")[0])
+			h.links = append(h.links, strings.Split(strings.TrimSuffix(f[1], ":"), "@")[0])
 		}
 	}
-	var addrs []string
 	for _, l := range lines("ip", "-4", "-o", "addr", "show") {
 		if f := strings.Fields(l); len(f) > 3 {
-			addrs = append(addrs, f[1]+" "+f[3])
+			h.addrs = append(h.addrs, f[1]+" "+f[3])
 		}
 	}
-	return hostNetwork{
-		netns:  lines("ip", "netns", "list"),
-		links:  links,
-		addrs:  addrs,
-		routes: lines("ip", "-4", "route", "show", "table", "main"),
-		filter: lines("iptables", "-S"),
-		nat:    lines("iptables", "-t", "nat", "-S"),
-	}
+	h.netns = lines("ip", "netns", "list")
+	h.routes = lines("ip", "-4", "route", "show", "table", "main")
+	h.filter = lines("iptables", "-S")
+	h.nat = lines("iptables", "-t", "nat", "-S")
+	return h
 }
