@@ -185,7 +185,7 @@ type config struct {
 
 func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*core, error) {
 	m := newMetrics(reg)
-	c := placement.NewCache(cfg.staleAfter, cfg.assumeTimeout, bindAPITimeout, tracker.Alive, m.cache())
+	c := placement.NewCache(cfg.staleAfter, cfg.assumeTimeout, bindAPITimeout, tracker.Alive, m.cache)
 	registerCacheGauges(reg, c)
 	inf, err := newInformers(client, cfg.names, c)
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -99,21 +98,6 @@ type Entry struct {
 	nPlaced  int
 	nAssumed int
 }
-
-// Metrics are what the cache counts; the caller registers them under its
-// own names.
-type Metrics struct {
-	// ClampedNodes is by resource (ClampCPU, ClampMemory).
-	ClampedNodes        *prometheus.GaugeVec
-	AssumptionsExpired  prometheus.Counter
-	AssumptionConfirmed prometheus.Observer
-}
-
-// Resource label values of ClampedNodes.
-const (
-	ClampCPU    = "cpu"
-	ClampMemory = "memory"
-)
 
 // NewCache returns an empty cache. Node annotations older than staleAfter
 // are stale; an assumption lives bindGrace (the placement's own API call)
