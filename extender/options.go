@@ -228,7 +228,7 @@ func (e *core) registerHealth(h *serving.Health) {
 func (e *core) start(ctx context.Context, wg *sync.WaitGroup) {
 	e.informers.run(ctx, wg)
 	wg.Go(func() { e.tracker.Run(ctx) })
-	wg.Go(func() { e.cache.RunExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.AssumeTimeout()/4))) })
+	wg.Go(func() { e.cache.RunExpiry(ctx, e.cache.ExpiryInterval()) })
 }
 
 // waitForSync blocks until the caches synced or ctx ended.

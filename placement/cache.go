@@ -17,6 +17,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -130,9 +131,11 @@ func (c *Cache) SetClock(now func() time.Time, alive func(time.Time) bool) {
 // Now is the cache's clock.
 func (c *Cache) Now() time.Time { return c.now() }
 
-// AssumeTimeout is how long a confirmed placement's assumption waits for
-// the informer.
-func (c *Cache) AssumeTimeout() time.Duration { return c.assumeTimeout }
+// ExpiryInterval is how often RunExpiry looks for expired assumptions: a
+// quarter of the assume timeout, within 10ms and 1s.
+func (c *Cache) ExpiryInterval() time.Duration {
+	return max(10*time.Millisecond, min(time.Second, c.assumeTimeout/4))
+}
 
 // RLock takes the read lock for a run of EntryLocked lookups.
 func (c *Cache) RLock() { c.mu.RLock() }
@@ -524,20 +527,13 @@ func (c *Cache) Expire(now time.Time) []Assumption {
 
 // RunExpiry expires assumptions every interval until ctx ends.
 func (c *Cache) RunExpiry(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for _, a := range c.Expire(c.now()) {
-				c.metrics.AssumptionsExpired.Inc()
-				logrus.WithFields(logrus.Fields{"pod": a.Pod, "node": a.Node, "age": c.now().Sub(a.Created).Round(time.Millisecond)}).
-					Warn("assumption expired before the pod informer showed the pod bound; its room is released")
-			}
+	wait.NonSlidingUntilWithContext(ctx, func(context.Context) {
+		for _, a := range c.Expire(c.now()) {
+			c.metrics.AssumptionsExpired.Inc()
+			logrus.WithFields(logrus.Fields{"pod": a.Pod, "node": a.Node, "age": c.now().Sub(a.Created).Round(time.Millisecond)}).
+				Warn("assumption expired before the pod informer showed the pod bound; its room is released")
 		}
-	}
+	}, interval)
 }
 
 // Counts reports the number of assumptions, tracked nodes and placed pods.
