@@ -201,7 +201,7 @@ type config struct {
 
 func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*core, error) {
 	m := newMetrics(reg)
-	c := placement.NewCache(cfg.staleAfter, cfg.assumeTimeout, bindAPITimeout, tracker.Alive, m.cache())
+	c := placement.NewCache(cfg.staleAfter, cfg.assumeTimeout, bindAPITimeout, tracker.Alive, m.cache)
 	registerCacheGauges(reg, c)
 	inf, err := newInformers(client, cfg.names, c)
 	if err != nil {
@@ -242,7 +242,7 @@ func (e *core) registerHealth(h *serving.Health) {
 func (e *core) start(ctx context.Context, wg *sync.WaitGroup) {
 	e.informers.run(ctx, wg)
 	wg.Go(func() { e.tracker.Run(ctx) })
-	wg.Go(func() { e.cache.RunExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.AssumeTimeout()/4))) })
+	wg.Go(func() { e.cache.RunExpiry(ctx, e.cache.ExpiryInterval()) })
 }
 
 // waitForSync blocks until the caches synced or ctx ended.

@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
@@ -344,16 +345,7 @@ func (p *Publisher) loop(ctx context.Context) {
 		return
 	}
 	p.progressed()
-	t := time.NewTicker(p.opts.Period)
-	defer t.Stop()
-	for {
-		p.Cycle(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	wait.NonSlidingUntilWithContext(ctx, p.Cycle, p.opts.Period)
 }
 
 // Cycle reads usage, evaluates every node, and writes what the gate lets

@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/boundedjson"
 )
 
 // The generic half of the webhook: reading, decoding and answering an
@@ -93,7 +95,7 @@ type mutator[O any] interface {
 // Arrays and maps of the slim objects are bounded (bounded.go).
 var reviewJSON = func() jsoniter.API {
 	api := jsoniter.Config{CaseSensitive: true, ValidateJsonRawMessage: true}.Froze()
-	api.RegisterExtension(&boundsExtension{})
+	api.RegisterExtension(boundsExtension)
 	// A skipped value is checked and passed over, never copied: the object
 	// of a review read again for its envelope may be megabytes.
 	jsoniter.RegisterTypeDecoderFunc(reflect.TypeFor[skipped]().String(), func(_ unsafe.Pointer, it *jsoniter.Iterator) { it.Skip() })
@@ -343,7 +345,7 @@ func (s *reviewServer[O, P]) malformed(w http.ResponseWriter, body []byte, decod
 		return OutcomeSkipped
 	}
 	kind := ErrMalformed
-	if be := (*boundError)(nil); errors.As(decodeErr, &be) {
+	if be := (*boundedjson.Error)(nil); errors.As(decodeErr, &be) {
 		kind = ErrTooManyItems
 	}
 	s.unprocessed(w, st, kind, decodeErr)
