@@ -21,13 +21,13 @@ import (
 // ExplainOptions are the flags of `kubectl reclaim explain NODE`.
 type ExplainOptions struct {
 	*Options
-	freshnessFlags
+	stalenessFlags
 	Node   string
 	output *outputFlags
 }
 
 func newExplainCommand(o *Options) *cobra.Command {
-	e := &ExplainOptions{Options: o, freshnessFlags: defaultFreshness(), output: newOutputFlags(false)}
+	e := &ExplainOptions{Options: o, stalenessFlags: defaultStaleness(), output: newOutputFlags(false)}
 	cmd := &cobra.Command{
 		Use:   "explain NODE | pod/NAME",
 		Short: "Every term of the policy formula behind a node's published values, or how kube-reclaim changed a pod",

@@ -238,7 +238,7 @@ func nodesTable(list *NodeList) *metav1.Table {
 // NodesOptions are the flags of `kubectl reclaim nodes`.
 type NodesOptions struct {
 	*Options
-	freshnessFlags
+	stalenessFlags
 	output   *outputFlags
 	SortBy   string
 	Selector string
@@ -247,7 +247,7 @@ type NodesOptions struct {
 }
 
 func newNodesCommand(o *Options) *cobra.Command {
-	n := &NodesOptions{Options: o, freshnessFlags: defaultFreshness(), output: newOutputFlags(true)}
+	n := &NodesOptions{Options: o, stalenessFlags: defaultStaleness(), output: newOutputFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "nodes [NAME...]",
 		Short: "Room, held, floor and free reclaimed CPU/memory of every node",
