@@ -788,7 +788,7 @@ func TestConcurrentBindsNeverOverbook(t *testing.T) {
 			}
 			f := newFixture(t, fixtureOpts{}, objs...)
 			// Every call at once: the lock is under test here, not the slots.
-			f.ext.server.setMaxInFlight(tt.pods + 20)
+			f.ext.server.setMaxInFlight(tt.pods+20, tt.pods+20)
 
 			var mu sync.Mutex
 			booked := map[string]reclaimable.Resources{} // node → requests of pods the API bound or may have bound

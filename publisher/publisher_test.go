@@ -29,6 +29,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -259,13 +260,9 @@ func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 func TestCycleEvictsOnMeasuredMemoryPressureNotOnARoomBelowWhatIsHeld(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	names := reclaimable.MustNames(reclaimable.DefaultDomain)
 	batch := func(name string, prio int32) *corev1.Pod {
-		l := corev1.ResourceList{names.CPU: resource.MustParse("2000"), names.Memory: resource.MustParse("3Gi")}
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name, UID: types.UID(name)},
-			Spec: corev1.PodSpec{NodeName: "n1", Priority: &prio, Containers: []corev1.Container{{Name: "c",
-				Resources: corev1.ResourceRequirements{Requests: l, Limits: l}}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		return testobj.MakePod().Namespace("batch").Name(name).UID(name).Node("n1").Priority(prio).
+			Reclaimed(2000, 3<<30).Phase(corev1.PodRunning).Obj()
 	}
 	o := NewOptions()
 	const grace = 100 * time.Millisecond
@@ -326,14 +323,8 @@ func TestCycleEvictsOnMeasuredMemoryPressureNotOnARoomBelowWhatIsHeld(t *testing
 	}
 }
 
-func annotatedNode(t *testing.T, name string, v reclaimable.Resources, written time.Time) *corev1.Node {
-	t.Helper()
-	value, err := reclaimable.Annotation{CPUMilli: v.CPUMilli, MemoryBytes: v.MemoryBytes, Policy: "usage", WriteTime: written}.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Annotations: map[string]string{reclaimable.MustNames(reclaimable.DefaultDomain).Annotation: value}}}
+func annotatedNode(name string, room reclaimable.Resources, written time.Time) *corev1.Node {
+	return testobj.MakeNode().Name(name).Room(room.CPUMilli, room.MemoryBytes).WrittenAt(written).Obj()
 }
 
 // A decrease below --decrease-threshold waits, but only until the refresh
@@ -351,9 +342,9 @@ func TestSmallDecreaseWaitsForTheRefreshOrHeldRoomAndNoLonger(t *testing.T) {
 			Requests: corev1.ResourceList{names.CPU: cpu}, Limits: corev1.ResourceList{names.CPU: cpu}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	p, client := newTestPublisher(t, ctx,
-		annotatedNode(t, "recent", noisy, time.Now().Add(-time.Minute)),
-		annotatedNode(t, "due", noisy, time.Now().Add(-6*time.Minute)),
-		annotatedNode(t, "held", noisy, time.Now().Add(-time.Minute)), holder)
+		annotatedNode("recent", noisy, time.Now().Add(-time.Minute)),
+		annotatedNode("due", noisy, time.Now().Add(-6*time.Minute)),
+		annotatedNode("held", noisy, time.Now().Add(-time.Minute)), holder)
 	p.Cycle(ctx)
 	if a := annotation(t, client, "recent"); a.CPUMilli != wantCPU+18 {
 		t.Errorf("recent annotation: cpu %d, want the noise suppressed (%d)", a.CPUMilli, wantCPU+18)
@@ -372,7 +363,7 @@ func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	current := reclaimable.Resources{CPUMilli: wantCPU, MemoryBytes: wantMem}
-	p, client := newTestPublisher(t, ctx, annotatedNode(t, "n1", current, time.Now().Add(-time.Minute)))
+	p, client := newTestPublisher(t, ctx, annotatedNode("n1", current, time.Now().Add(-time.Minute)))
 	before := len(client.Actions())
 	p.Cycle(ctx)
 	patches := nodePatches(client.Actions()[before:])
@@ -408,8 +399,8 @@ func TestStaleMetricsDropTheRoomButKeepTheStatusAtWhatIsHeld(t *testing.T) {
 	}
 	room := reclaimable.Resources{CPUMilli: 6000, MemoryBytes: 4 << 30}
 	p, client := newTestPublisher(t, ctx,
-		annotatedNode(t, "busy", room, time.Now().Add(-time.Minute)),
-		annotatedNode(t, "idle", room, time.Now().Add(-time.Minute)),
+		annotatedNode("busy", room, time.Now().Add(-time.Minute)),
+		annotatedNode("idle", room, time.Now().Add(-time.Minute)),
 		pod("running", "Running"), pod("finished", "Succeeded"))
 	// Every sample of newTestPublisher is 5 s old.
 	p.opts.MetricsStaleAfter = time.Second
@@ -642,15 +633,15 @@ func TestRefreshesDueTogetherAreSpreadOverCyclesOldestFirst(t *testing.T) {
 	oldest := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
 	var objs []runtime.Object
 	for i := range due {
-		n := annotatedNode(t, fmt.Sprintf("n%03d", i), current, oldest.Add(time.Duration(i)*time.Second))
+		n := annotatedNode(fmt.Sprintf("n%03d", i), current, oldest.Add(time.Duration(i)*time.Second))
 		n.Status = corev1.NodeStatus{Capacity: status.DeepCopy(), Allocatable: status.DeepCopy()}
 		objs = append(objs, n)
 	}
 	// Due as well, and the newest, but the room of one went down (not a
 	// refresh) and the status of the other lacks the values (kubelet admits
 	// against it): neither waits.
-	objs = append(objs, annotatedNode(t, "lowered", reclaimable.Resources{CPUMilli: 2 * wantCPU, MemoryBytes: wantMem}, time.Now().Add(-2*time.Minute)),
-		annotatedNode(t, "unstatused", current, time.Now().Add(-2*time.Minute)))
+	objs = append(objs, annotatedNode("lowered", reclaimable.Resources{CPUMilli: 2 * wantCPU, MemoryBytes: wantMem}, time.Now().Add(-2*time.Minute)),
+		annotatedNode("unstatused", current, time.Now().Add(-2*time.Minute)))
 	p, client := newTestPublisherWith(t, ctx, o, objs...)
 
 	patched := map[string]int{}
