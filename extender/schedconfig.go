@@ -188,9 +188,9 @@ func ExtenderConfigYAMLWithCA(urlPrefix, domain, caFile string) (string, error) 
 // scores them against the node's allocatable, which the node webhook keeps
 // at the published room (never below what the node's reclaimed pods hold),
 // and its own accounting of the pods on the node, assumed ones included:
-// the share of the room left, as the extender's prioritize verb ranks it.
-// Native CPU and memory are left out of the score: reclaimed pods request
-// none.
+// the share of the room that stays free, as the extender's prioritize verb
+// ranks it. Native CPU and memory are left out of the score: reclaimed pods
+// request none.
 func ReclaimedProfile(name, domain, strategy string) (configv1.KubeSchedulerProfile, error) {
 	n, err := reclaimable.NewNames(domain)
 	if err != nil {

@@ -438,9 +438,9 @@ func (s *server) notEnforced(pod *podRecord) string {
 }
 
 // prioritize answers a prioritize call: every node the cache holds scored
-// 0..MaxExtenderPriority by the room left after placing the pod, the mean of
-// the CPU and memory fractions of the published values that stay free.
-// spread favours the most room left, binpack the least. Nodes without room
+// 0..MaxExtenderPriority by what stays free after placing the pod, the mean
+// of the CPU and memory fractions of the room that stay free. spread
+// favours the most free, binpack the least. Nodes without room
 // score 0; a pod asking no reclaimed resource (or whose requests differ from
 // its limits) scores 0 everywhere (neutral).
 func (s *server) prioritize(names []string, pod *podRecord, rq *request) any {

@@ -22,13 +22,13 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// Cache is a scheduler's view of reclaimed room: per node the published
-// reclaimable values and the running sums of what is already promised there.
+// Cache is a scheduler's view of reclaimed room: per node the room and the
+// running sums of what is already promised there.
 // Every sum is updated incrementally from informer events and binds, so a
 // filter or prioritize call costs one map lookup per node name, never a scan
 // of the pods.
 //
-// Room on a node = fresh published values
+// Free on a node = the room (zero unless fresh)
 //   - reclaimed requests of non-terminal pods the informer shows bound there (used)
 //   - reclaimed requests of pods this process placed (bound, or reserved in
 //     the scheduling framework) but the informer has not shown bound yet
@@ -397,9 +397,9 @@ type State struct {
 	Known bool
 	Fresh bool
 	// Reason is the reclaimable reason when not fresh.
-	Reason    string
-	Published reclaimable.Resources
-	Free      reclaimable.Resources
+	Reason string
+	Room   reclaimable.Resources
+	Free   reclaimable.Resources
 }
 
 // States fills out[i] with the state of names[i], all under one read lock so
@@ -437,7 +437,7 @@ func (c *Cache) stateLocked(e *Entry, now time.Time, nowNs int64, alive bool) St
 	v := e.judge(now, nowNs, alive, c.staleAfter)
 	pub := v.Room // zero unless fresh
 	return State{
-		Known: true, Fresh: v.Fresh, Reason: v.Reason, Published: pub,
+		Known: true, Fresh: v.Fresh, Reason: v.Reason, Room: pub,
 		Free: reclaimable.Resources{
 			CPUMilli:    pub.CPUMilli - e.used.CPUMilli - e.assumed.CPUMilli,
 			MemoryBytes: pub.MemoryBytes - e.used.MemoryBytes - e.assumed.MemoryBytes,

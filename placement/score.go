@@ -10,9 +10,9 @@ import (
 
 // Strategies of Score.
 const (
-	// StrategySpread scores nodes with the most reclaimed room left highest.
+	// StrategySpread scores nodes with the most free highest.
 	StrategySpread = "spread"
-	// StrategyBinpack scores nodes with the least reclaimed room left highest.
+	// StrategyBinpack scores nodes with the least free highest.
 	StrategyBinpack = "binpack"
 )
 
@@ -23,17 +23,17 @@ func Fits(st State, req reclaimable.Resources) bool {
 		(req.MemoryBytes <= 0 || req.MemoryBytes <= st.Free.MemoryBytes)
 }
 
-// Score scores a node 0..maxScore by the room left after placing req: the
-// mean of the CPU and memory fractions of the published values that stay
-// free. spread favours the most room left, binpack the least. A node req
+// Score scores a node 0..maxScore by what stays free after placing req: the
+// mean of the CPU and memory fractions of the room that stay free. spread
+// favours the most free, binpack the least. A node req
 // does not fit in scores 0. The extender scores on its API's scale
 // (MaxExtenderPriority), the plugin on the framework's (MaxNodeScore).
 func Score(strategy string, st State, req reclaimable.Resources, maxScore int64) int64 {
 	if !Fits(st, req) {
 		return 0
 	}
-	f := (fraction(st.Free.CPUMilli-req.CPUMilli, st.Published.CPUMilli) +
-		fraction(st.Free.MemoryBytes-req.MemoryBytes, st.Published.MemoryBytes)) / 2
+	f := (fraction(st.Free.CPUMilli-req.CPUMilli, st.Room.CPUMilli) +
+		fraction(st.Free.MemoryBytes-req.MemoryBytes, st.Room.MemoryBytes)) / 2
 	sc := int64(math.Round(f * float64(maxScore)))
 	if strategy == StrategyBinpack {
 		sc = maxScore - sc

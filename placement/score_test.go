@@ -13,11 +13,11 @@ func TestScoreBounds(t *testing.T) {
 		binpack int64
 	}{
 		{"more free than published clamps to the maximum", State{Known: true, Fresh: true,
-			Published: req(1000, gi), Free: req(5000, 5*gi)}, 100, 10, 0},
+			Room: req(1000, gi), Free: req(5000, 5*gi)}, 100, 10, 0},
 		{"nothing published for memory counts as no room there; halves round up", State{Known: true, Fresh: true,
-			Published: req(1000, 0), Free: req(1000, 0)}, 500, 3, 7},
+			Room: req(1000, 0), Free: req(1000, 0)}, 500, 3, 7},
 		{"no fit scores the minimum under both strategies", State{Known: true, Fresh: true,
-			Published: req(1000, gi), Free: req(-200, gi)}, 100, 0, 0},
+			Room: req(1000, gi), Free: req(-200, gi)}, 100, 0, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -29,7 +29,7 @@ func TestDecide(t *testing.T) {
 	}
 	gateWith := func(f func(*Gate)) Gate { g := gate; f(&g); return g }
 	// The helpers build decisions for nodes where nothing is held, whose
-	// status value is the room; heldBy adds what is held and the floor.
+	// floor is the room; heldBy adds what is held and the floor it makes.
 	annotationAndStatus := func(reason string, v reclaimable.Resources) Decision {
 		return Decision{WriteAnnotation: true, WriteStatus: true, Room: v, Floor: v, Reason: reason}
 	}

@@ -252,7 +252,7 @@ func (j *wireMetrics) client() (metricsclient.Interface, error) {
 }
 
 // writeCounter counts node writes (API calls), and among them those that
-// carry the annotation and those that carry status values.
+// carry the annotation and those that carry the floor.
 type writeCounter struct{ writes, annotation, status atomic.Int64 }
 
 // newBenchPublisher builds a publisher over the cluster: stores filled,
@@ -452,7 +452,7 @@ type writesResult struct {
 	intervals float64
 	count     int64 // API writes in the counted cycles
 	// per node per interval: API writes, and those carrying the annotation
-	// and status values (one write can carry both)
+	// and the floor (one write can carry both)
 	writes, annotation, status float64
 	nonzero                    float64 // fraction of nodes published non-zero
 }

@@ -33,8 +33,8 @@ type metrics struct {
 // The kind label of writes_total and write_errors_total: what one write
 // carries.
 const (
-	writeAnnotation = "annotation" // the annotation, with the status values when they changed too
-	writeStatus     = "status"     // the status values alone
+	writeAnnotation = "annotation" // the annotation, with the floor when it changed too
+	writeStatus     = "status"     // the floor alone
 )
 
 // nPoolGauges: room, held and unused requests, CPU and memory each, in the
@@ -50,11 +50,11 @@ func newMetrics(reg prometheus.Registerer, perNode bool) *metrics {
 			Name: "cycle_duration_seconds", Help: "Duration of one evaluation cycle over every node, writes included.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 14)}),
 		publishedCPU: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
-			Name: "published_cpu_millicores", Help: "Reclaimable CPU last published per node."}, []string{"node"}),
+			Name: "published_cpu_millicores", Help: "Reclaimable CPU last published per node (the room)."}, []string{"node"}),
 		publishedMem: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
-			Name: "published_memory_bytes", Help: "Reclaimable memory last published per node."}, []string{"node"}),
+			Name: "published_memory_bytes", Help: "Reclaimable memory last published per node (the room)."}, []string{"node"}),
 		writes: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "writes_total", Help: "API writes, one merge patch on nodes/status per publish, by what it carries (annotation: the annotation, with the status values when they changed; status: the status values alone) and reason (initial, decreased, changed, refresh, held-changed, status-mismatch)."},
+			Name: "writes_total", Help: "API writes, one merge patch on nodes/status per publish, by what it carries (annotation: the annotation, with the floor when it changed; status: the floor alone) and reason (initial, decreased, changed, refresh, held-changed, status-mismatch)."},
 			[]string{"kind", "reason"}),
 		writeErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "write_errors_total", Help: "Node writes that failed after retries, by kind."}, []string{"kind"}),

@@ -14,7 +14,7 @@ import (
 // nodePatch is the one merge patch of a publish. It goes to the nodes/status
 // subresource even when it carries only the annotation: kube-apiserver keeps
 // metadata changes made through a Node's status (checked by TestPublisher),
-// so the annotation and the status values land in one write, one
+// so the annotation and the floor land in one write, one
 // resourceVersion and one webhook review, and the webhook floors the status
 // from the annotation of that very write.
 type nodePatch struct {

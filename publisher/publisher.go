@@ -462,15 +462,15 @@ func deferRefreshes(outcomes []outcome, budget int) int {
 	return len(due) - budget
 }
 
-// write is the work for one node: the annotation (when set) and the status
-// values (when status is set), as the policy's Decision says, sent together.
+// write is the work for one node: the annotation (when set) and the floor
+// (when status is set), as the policy's Decision says, sent together.
 type write struct {
 	node       string
 	annotation string
-	// values are the room (the annotation's values); floor is the status
-	// value, max(room, held).
-	values, floor reclaimable.Resources
-	reason        string
+	// room is what the annotation carries; floor is max(room, held), what
+	// the status carries.
+	room, floor reclaimable.Resources
+	reason      string
 	// status: the status does not carry floor yet and must be written too.
 	status bool
 	// carried and written are the room and the write time of the
@@ -498,7 +498,7 @@ func (p *Publisher) evaluate(node *nodeRecord, cfg *policy.Config, now time.Time
 	if !d.Writes() {
 		return o, res
 	}
-	w := &write{node: node.Name, values: d.Room, floor: d.Floor, reason: d.Reason, status: d.WriteStatus}
+	w := &write{node: node.Name, room: d.Room, floor: d.Floor, reason: d.Reason, status: d.WriteStatus}
 	if obs.Published != nil {
 		w.carried, w.written = obs.Published.Room, obs.Published.WriteTime
 	}
@@ -562,15 +562,15 @@ func (p *Publisher) runWrites(ctx context.Context, writes []write) {
 		return
 	}
 	for _, w := range writes {
-		p.m.publishedCPU.WithLabelValues(w.node).Set(float64(w.values.CPUMilli))
-		p.m.publishedMem.WithLabelValues(w.node).Set(float64(w.values.MemoryBytes))
+		p.m.publishedCPU.WithLabelValues(w.node).Set(float64(w.room.CPUMilli))
+		p.m.publishedMem.WithLabelValues(w.node).Set(float64(w.room.MemoryBytes))
 		p.published[w.node] = true
 	}
 }
 
 // write publishes w in one API write. writes_total counts it once, by what
-// it carries: "annotation" (with the status values when they changed too) or
-// "status" (the status values alone, e.g. after another writer changed them).
+// it carries: "annotation" (with the floor when it changed too) or "status"
+// (the floor alone, e.g. after another writer changed it).
 func (p *Publisher) write(ctx context.Context, w write) error {
 	ctx, cancel := context.WithTimeout(ctx, p.opts.WriteTimeout)
 	defer cancel()
@@ -583,7 +583,7 @@ func (p *Publisher) write(ctx context.Context, w write) error {
 		return fmt.Errorf("%s: %w", kind, err)
 	}
 	p.m.writes.WithLabelValues(kind, w.reason).Inc()
-	logrus.WithFields(logrus.Fields{"node": w.node, "cpu": w.values.CPUMilli, "memory": w.values.MemoryBytes,
+	logrus.WithFields(logrus.Fields{"node": w.node, "cpu": w.room.CPUMilli, "memory": w.room.MemoryBytes,
 		"status": w.status, "reason": w.reason}).Debug("published")
 	return nil
 }

@@ -139,7 +139,7 @@ func nodePatches(actions []k8stesting.Action) []sentPatch {
 }
 
 // The first publish of a node is one API write: a merge patch of
-// nodes/status carrying the annotation and the status values together.
+// nodes/status carrying the annotation and the floor together.
 func TestFirstPublishIsOneStatusPatchCarryingAnnotationAndStatus(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -203,8 +203,8 @@ func TestPerNodeMetricsSwitchKeepsClusterSums(t *testing.T) {
 	}
 }
 
-// A full cycle against fake clients: the annotation and equal status values
-// are written, and a second cycle with the same usage writes nothing.
+// A full cycle against fake clients: the annotation and the floor (equal
+// in capacity and allocatable) are written, and a second cycle with the same usage writes nothing.
 func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -368,7 +368,7 @@ func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
 	p.Cycle(ctx)
 	patches := nodePatches(client.Actions()[before:])
 	if len(patches) != 1 || patches[0].subresource != "status" || patches[0].Metadata != nil || patches[0].Status == nil {
-		t.Errorf("patches %+v, want one of nodes/status carrying status values and no annotation", patches)
+		t.Errorf("patches %+v, want one of nodes/status carrying the floor and no annotation", patches)
 	}
 	got, err := client.CoreV1().Nodes().Get(ctx, "n1", metav1.GetOptions{})
 	if err != nil {
@@ -482,7 +482,7 @@ func TestNodeRecordKeepsWhatEvaluateReads(t *testing.T) {
 		t.Errorf("record %+v, want native %+v and the labels", got, native)
 	}
 	if got.Status == nil || *got.Status != (reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}) {
-		t.Errorf("status values %+v, want 500 / 2048", got.Status)
+		t.Errorf("floor in the status %+v, want 500 / 2048", got.Status)
 	}
 	want := policy.Published{Room: reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}, Held: reclaimable.Resources{CPUMilli: 100}, WriteTime: written}
 	if got.Published == nil || *got.Published != want {

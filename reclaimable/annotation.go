@@ -110,7 +110,7 @@ type Freshness struct {
 	// Room is the room readers may count: the annotated one when fresh, zero otherwise.
 	Room Resources
 	// Held is what the annotation says reclaimed pods held, whenever it
-	// could be parsed, fresh or not: the floor of the node status.
+	// could be parsed, fresh or not: the node status never goes below it.
 	Held  Resources
 	Fresh bool
 	// Reason is empty when fresh, one of the Reason constants otherwise.

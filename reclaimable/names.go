@@ -101,8 +101,8 @@ type Resources struct {
 // IsZero reports whether both amounts are zero.
 func (r Resources) IsZero() bool { return r.CPUMilli == 0 && r.MemoryBytes == 0 }
 
-// Max returns the larger amount of each resource. The node status value is
-// the room maxed with what reclaimed pods hold (see docs/design.md#two-numbers-per-node).
+// Max returns the larger amount of each resource. The floor is the room
+// maxed with what reclaimed pods hold (see docs/design.md#two-numbers-per-node).
 func (r Resources) Max(o Resources) Resources {
 	return Resources{CPUMilli: max(r.CPUMilli, o.CPUMilli), MemoryBytes: max(r.MemoryBytes, o.MemoryBytes)}
 }

@@ -17,11 +17,11 @@ func heldAnnotation(cpu, memory, heldCPU, heldMemory int64, written time.Time) s
 		cpu, memory, heldCPU, heldMemory, written.Add(-30*time.Second).Format(time.RFC3339), written.Format(time.RFC3339))
 }
 
-// The status value is max(room, held): with a stale annotation or a dead
+// The floor is max(room, held): with a stale annotation or a dead
 // publisher the room is zero but what was held stays, so a kubelet restart
 // re-admits the running reclaimed pods. Nothing exceeds the node's native
 // allocatable (newNode: 3800m and 15Gi).
-func TestStatusValueIsTheRoomFlooredAtWhatWasHeldAndClampedToNative(t *testing.T) {
+func TestFloorIsTheRoomAtLeastWhatWasHeldAndClampedToNative(t *testing.T) {
 	recent, old := testNow.Add(-time.Minute), testNow.Add(-11*time.Minute)
 	const gi = int64(1 << 30)
 	cases := []struct {
@@ -32,10 +32,10 @@ func TestStatusValueIsTheRoomFlooredAtWhatWasHeldAndClampedToNative(t *testing.T
 		clampedCPU       float64
 		clampedMem       float64
 	}{
-		{name: "a fresh room above what is held is the status value",
+		{name: "a fresh room above what is held is the floor",
 			node:  func() node { return newNode("n1").setAnnotation(annKey, heldAnnotation(2500, 6*gi, 1000, gi, recent)) },
 			alive: true, wantCPU: "2500", wantMem: fmt.Sprint(6 * gi)},
-		{name: "held above a fresh room after a usage spike is the status value",
+		{name: "held above a fresh room after a usage spike is the floor",
 			node:  func() node { return newNode("n1").setAnnotation(annKey, heldAnnotation(0, 6*gi, 3000, 8*gi, recent)) },
 			alive: true, wantCPU: "3000", wantMem: fmt.Sprint(8 * gi)},
 		{name: "a stale annotation keeps what was held instead of zero",

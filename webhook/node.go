@@ -164,7 +164,7 @@ func (h *nodeMutator) judgeNode(nodeName string, annotations map[string]string) 
 // reclaimedPatches sets the reclaimed resources in capacity and allocatable
 // where they differ from what the node should carry.
 func (h *nodeMutator) reclaimedPatches(nodeName string, f reclaimable.Freshness, capacity, allocatable map[string]string) (capP, allocP mapPatch) {
-	// The status value is the room (zero unless fresh) floored at what the
+	// The floor is the room (zero unless fresh) maxed with what the
 	// annotation says reclaimed pods held, so that kubelet, re-admitting
 	// every pod when it restarts, rejects none of them; see
 	// docs/design.md#two-numbers-per-node.

@@ -56,7 +56,7 @@ func (r *DoctorReport) DeepCopyObject() runtime.Object {
 
 // doctorFlags are the flags of kubectl reclaim doctor.
 type doctorFlags struct {
-	freshnessFlags
+	stalenessFlags
 	Overlay string
 	output  *outputFlags
 }
@@ -68,7 +68,7 @@ var doctorColumns = []metav1.TableColumnDefinition{
 }
 
 func newDoctorCommand(o *Options) *cobra.Command {
-	d := &doctorFlags{freshnessFlags: defaultFreshness(), Overlay: deploy.Overlays[0], output: newOutputFlags(true)}
+	d := &doctorFlags{stalenessFlags: defaultStaleness(), Overlay: deploy.Overlays[0], output: newOutputFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check an install of kube-reclaim and say what to fix",
@@ -120,7 +120,7 @@ fails. Run it after an install and before filing a bug (attach -o yaml).`,
 			if err != nil {
 				return err
 			}
-			r := doctor(cmd.Context(), c, m, &d.freshnessFlags, o)
+			r := doctor(cmd.Context(), c, m, &d.stalenessFlags, o)
 			if err := cmd.Context().Err(); err != nil {
 				return err
 			}
@@ -142,7 +142,7 @@ fails. Run it after an install and before filing a bug (attach -o yaml).`,
 
 // doctor runs every check. A check that cannot read something says so in
 // its own row; the others still run.
-func doctor(ctx context.Context, c Clients, m *installManifests, f *freshnessFlags, o *Options) *DoctorReport {
+func doctor(ctx context.Context, c Clients, m *installManifests, f *stalenessFlags, o *Options) *DoctorReport {
 	r := &DoctorReport{TypeMeta: typeMeta("DoctorReport"), Overlay: m.overlay, Namespace: m.namespace}
 	now := o.Now()
 	r.Checks = append(r.Checks, checkVersion(c))

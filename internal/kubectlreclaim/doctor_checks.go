@@ -458,7 +458,7 @@ func workloadAvailable(name, kind string, meta metav1.ObjectMeta, available, des
 
 // checkLease judges the publisher's Lease as the webhook and the extender
 // do; it returns the Lease for the node check.
-func checkLease(ctx context.Context, c Clients, f *freshnessFlags, now time.Time) (*LeaseReport, DoctorCheck) {
+func checkLease(ctx context.Context, c Clients, f *stalenessFlags, now time.Time) (*LeaseReport, DoctorCheck) {
 	const name = "publisher-lease"
 	lease, err := f.leaderLease(ctx, c.Kube, now)
 	switch {
@@ -522,7 +522,7 @@ func apiServiceAvailable(u *unstructured.Unstructured) (status, reason, message 
 
 // checkNodeAnnotations judges every node's annotation as the webhook and
 // the extender do (reclaimable.Judge with the Lease).
-func checkNodeAnnotations(ctx context.Context, c Clients, m *installManifests, f *freshnessFlags, lease *LeaseReport, now time.Time) DoctorCheck {
+func checkNodeAnnotations(ctx context.Context, c Clients, m *installManifests, f *stalenessFlags, lease *LeaseReport, now time.Time) DoctorCheck {
 	const name = "node-annotations"
 	var fresh, total int
 	var stale []string

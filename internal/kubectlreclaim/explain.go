@@ -21,13 +21,13 @@ import (
 // ExplainOptions are the flags of `kubectl reclaim explain NODE`.
 type ExplainOptions struct {
 	*Options
-	freshnessFlags
+	stalenessFlags
 	Node   string
 	output *outputFlags
 }
 
 func newExplainCommand(o *Options) *cobra.Command {
-	e := &ExplainOptions{Options: o, freshnessFlags: defaultFreshness(), output: newOutputFlags(false)}
+	e := &ExplainOptions{Options: o, stalenessFlags: defaultStaleness(), output: newOutputFlags(false)}
 	cmd := &cobra.Command{
 		Use:   "explain NODE | pod/NAME",
 		Short: "Every term of the policy formula behind a node's published values, or how kube-reclaim changed a pod",
@@ -83,8 +83,8 @@ type ExplainReport struct {
 	StaleDetail     string                `json:"staleDetail,omitempty"`
 	Published       reclaimable.Resources `json:"published"`
 	// Held is what the node's reclaimed pods held when the annotation was
-	// written; Floor is max(Published, Held), the status value the webhook
-	// writes and kubelet admits against.
+	// written; Floor is max(Published, Held), what the webhook writes into
+	// the status and kubelet admits against.
 	Held  reclaimable.Resources `json:"held"`
 	Floor reclaimable.Resources `json:"floor"`
 	// PublisherLease is the publisher's leader Lease, when checked.
@@ -193,7 +193,7 @@ func writeExplain(out io.Writer, node *corev1.Node, names reclaimable.Names, now
 	held := a.HeldOrZero()
 	floor := f.Room.Max(held)
 	fmt.Fprintf(w, "Held:\tcpu %s, memory %s (what reclaimed pods held at the write)\n", FormatCPU(held.CPUMilli), memoryExact(held.MemoryBytes))
-	fmt.Fprintf(w, "Floor:\tcpu %s, memory %s (max of held and the room in effect: the status value kubelet admits against)\n",
+	fmt.Fprintf(w, "Floor:\tcpu %s, memory %s (max of held and the room in effect: what kubelet admits against)\n",
 		FormatCPU(floor.CPUMilli), memoryExact(floor.MemoryBytes))
 	fmt.Fprintf(w, "Annotated:\tcpu %s, memory %s\n", FormatCPU(a.CPUMilli), memoryExact(a.MemoryBytes))
 	if f.Fresh {

@@ -21,7 +21,7 @@ Policy:        usage (pool "batch")
 Written:       30s ago (2026-03-01T11:59:30Z)
 Usage sample:  45s ago, 15s before the write (2026-03-01T11:59:15Z)
 Held:          cpu 0, memory 0 (what reclaimed pods held at the write)
-Floor:         cpu 4900m, memory 16.6Gi (17824114278) (max of held and the room in effect: the status value kubelet admits against)
+Floor:         cpu 4900m, memory 16.6Gi (17824114278) (max of held and the room in effect: what kubelet admits against)
 Annotated:     cpu 4900m, memory 16.6Gi (17824114278)
 In effect:     cpu 4900m, memory 16.6Gi (17824114278)
 
@@ -90,7 +90,7 @@ Policy:        usage
 Written:       60s ago (2026-03-01T11:59:00Z)
 Usage sample:  4m ago, 3m before the write (2026-03-01T11:56:00Z)
 Held:          cpu 0, memory 0 (what reclaimed pods held at the write)
-Floor:         cpu 0, memory 0 (max of held and the room in effect: the status value kubelet admits against)
+Floor:         cpu 0, memory 0 (max of held and the room in effect: what kubelet admits against)
 Annotated:     cpu 0, memory 0
 In effect:     cpu 0, memory 0
 

@@ -13,23 +13,23 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
-// freshnessFlags decide, like the webhook and the extender, whether an
+// stalenessFlags decide, like the webhook and the extender, whether an
 // annotation still counts: its write time against --stale-after, and the
 // publisher's leader Lease. They are the roles' own flags and rule
 // (leaderlease.Staleness, leaderlease.Read): pass the roles' values.
-type freshnessFlags struct {
+type stalenessFlags struct {
 	leaderlease.Staleness
 }
 
-func defaultFreshness() freshnessFlags {
-	return freshnessFlags{Staleness: leaderlease.DefaultStaleness()}
+func defaultStaleness() stalenessFlags {
+	return stalenessFlags{Staleness: leaderlease.DefaultStaleness()}
 }
 
-func (f *freshnessFlags) addFlags(fs *pflag.FlagSet) {
+func (f *stalenessFlags) addFlags(fs *pflag.FlagSet) {
 	f.AddFlags(fs, "kubectl reclaim reports the node stale, as the webhook and the extender do with the same value")
 }
 
-func (f *freshnessFlags) validate() []error {
+func (f *stalenessFlags) validate() []error {
 	if err := f.Validate(); err != nil {
 		return []error{err}
 	}
@@ -56,7 +56,7 @@ type LeaseReport struct {
 // read (RBAC) counts as alive, with a warning: this client's rights say
 // nothing of the webhook's and extender's view. Nil when the Lease is not
 // checked.
-func (f *freshnessFlags) leaderLease(ctx context.Context, kube kubernetes.Interface, now time.Time) (*LeaseReport, error) {
+func (f *stalenessFlags) leaderLease(ctx context.Context, kube kubernetes.Interface, now time.Time) (*LeaseReport, error) {
 	if f.PublisherLeaseName == "" {
 		return nil, nil
 	}

@@ -26,7 +26,7 @@ type NodeReport struct {
 	// Held is the sum of the reclaimed requests of the node's non-terminal
 	// pods.
 	Held reclaimable.Resources `json:"held"`
-	// Floor is the status value the rule asks for, per resource
+	// Floor is what the rule asks the status to carry, per resource
 	// max(Room, Held): what kubelet admits against, never below what the
 	// running reclaimed pods hold (see docs/design.md#two-numbers-per-node).
 	Floor reclaimable.Resources `json:"floor"`
@@ -181,22 +181,23 @@ var nodeSortKeys = joinKeys(
 )
 
 // nodeColumns are the columns of `kubectl reclaim nodes`; -o wide adds
-// those of priority 1: the annotated values, the reclaimed resources in
-// status.capacity and status.allocatable, and the age of the usage sample
-// the values were computed from and of the current metrics.k8s.io sample.
+// those of priority 1: the annotation's room and held, the reclaimed
+// resources in status.capacity and status.allocatable, and the age of the
+// usage sample the room was computed from and of the current metrics.k8s.io
+// sample.
 var nodeColumns = []metav1.TableColumnDefinition{
 	{Name: "Name", Type: "string", Format: "name", Description: "Name of the node."},
-	{Name: "Room", Type: "string", Description: "Reclaimed cpu/memory the extender schedules against: the annotation's values when fresh, 0/0 otherwise."},
+	{Name: "Room", Type: "string", Description: "Reclaimed cpu/memory the extender schedules against: the annotation's cpu/memory when fresh, 0/0 otherwise."},
 	{Name: "Held", Type: "string", Description: "Reclaimed cpu/memory requested by the node's non-terminal pods."},
-	{Name: "Floor", Type: "string", Description: "Status value kubelet admits against: per resource max(room, held), never below what running pods hold."},
+	{Name: "Floor", Type: "string", Description: "What status.capacity and status.allocatable should carry, which kubelet admits against: per resource max(room, held), never below what running pods hold."},
 	{Name: "Free", Type: "string", Description: "Room minus held; negative when the node is over room."},
 	{Name: "Usage", Type: "string", Description: "Node usage from metrics.k8s.io; - when unavailable."},
 	{Name: "Pods", Type: "integer", Description: "Non-terminal pods requesting reclaimed resources on the node."},
 	{Name: "Policy", Type: "string", Description: "Policy (and pool) that computed the annotation."},
 	{Name: "Status", Type: "string", Description: "Fresh, Zero: <why the publisher published zero> or Stale: <why the room counts as zero>; \",OverRoom\" when held exceeds the room."},
 	{Name: "Age", Type: "string", Description: "Time since the publisher wrote the annotation."},
-	{Name: "Annotated", Type: "string", Priority: 1, Description: "Values in the annotation, whether fresh or not."},
-	{Name: "Annotated-Held", Type: "string", Priority: 1, Description: "What the annotation says reclaimed pods held when it was written; the webhook's floor."},
+	{Name: "Annotated", Type: "string", Priority: 1, Description: "The room in the annotation, whether fresh or not."},
+	{Name: "Annotated-Held", Type: "string", Priority: 1, Description: "What the annotation says reclaimed pods held when it was written; the webhook keeps the floor at or above it."},
 	{Name: "Capacity", Type: "string", Priority: 1, Description: "Reclaimed resources in status.capacity."},
 	{Name: "Allocatable", Type: "string", Priority: 1, Description: "Reclaimed resources in status.allocatable."},
 	{Name: "Metrics-Age", Type: "string", Priority: 1, Description: "Age of the usage sample the annotation was computed from."},
@@ -237,7 +238,7 @@ func nodesTable(list *NodeList) *metav1.Table {
 // NodesOptions are the flags of `kubectl reclaim nodes`.
 type NodesOptions struct {
 	*Options
-	freshnessFlags
+	stalenessFlags
 	output   *outputFlags
 	SortBy   string
 	Selector string
@@ -246,7 +247,7 @@ type NodesOptions struct {
 }
 
 func newNodesCommand(o *Options) *cobra.Command {
-	n := &NodesOptions{Options: o, freshnessFlags: defaultFreshness(), output: newOutputFlags(true)}
+	n := &NodesOptions{Options: o, stalenessFlags: defaultStaleness(), output: newOutputFlags(true)}
 	cmd := &cobra.Command{
 		Use:   "nodes [NAME...]",
 		Short: "Room, held, floor and free reclaimed CPU/memory of every node",

@@ -23,7 +23,7 @@ func simulateColumns(r *SimulationReport) []metav1.TableColumnDefinition {
 	}
 	if r.Installed {
 		cols = append(cols,
-			metav1.TableColumnDefinition{Name: "Published", Type: "string", Description: "What kube-reclaim publishes now (0/0 when stale); <none> without annotation."},
+			metav1.TableColumnDefinition{Name: "Published", Type: "string", Description: "The room kube-reclaim publishes now (0/0 when stale); <none> without annotation."},
 			metav1.TableColumnDefinition{Name: "Difference", Type: "string", Description: "Reclaimable minus published."})
 	}
 	if r.Compare != "" {

@@ -40,8 +40,8 @@ type SimulatedNode struct {
 	// Held is the sum of the reclaimed requests of the node's live pods.
 	Held            reclaimable.Resources `json:"held"`
 	SimulatedResult `json:",inline"`
-	// Published is what kube-reclaim publishes now (the annotation's values
-	// when fresh, zero when stale); absent when the node has no annotation.
+	// Published is the room now (the annotation's cpu/memory when fresh,
+	// zero when stale); absent when the node has no annotation.
 	Published      *reclaimable.Resources `json:"published,omitempty"`
 	PublishedStale string                 `json:"publishedStale,omitempty"`
 	// Difference is Reclaimable - Published.

@@ -23,7 +23,7 @@ import (
 
 // uninstallFlags are the flags of kubectl reclaim uninstall.
 type uninstallFlags struct {
-	freshnessFlags
+	stalenessFlags
 	DryRun bool
 	Force  bool
 	// Workers bounds the node patches in flight.
@@ -53,7 +53,7 @@ type UninstalledNode struct {
 }
 
 func newUninstallCommand(o *Options) *cobra.Command {
-	u := &uninstallFlags{freshnessFlags: defaultFreshness(), Workers: 8}
+	u := &uninstallFlags{stalenessFlags: defaultStaleness(), Workers: 8}
 	cmd := &cobra.Command{
 		Use:   "uninstall",
 		Short: "Remove what kube-reclaim left on the nodes, after kubectl delete -k",

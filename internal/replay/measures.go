@@ -91,9 +91,9 @@ type Measures struct {
 	// StaleIntervals: node-intervals whose room was zero because the node's
 	// usage samples were stale (Config.Outages); the batch pods stay.
 	StaleIntervals int `json:"staleIntervals"`
-	// StatusBelowHeld: node-intervals where the status value (what kubelet
-	// admits against) was below what batch pods held: a kubelet restart
-	// would have rejected running pods. The status floor keeps it at 0.
+	// StatusBelowHeld: node-intervals where the status (what kubelet admits
+	// against) was below what batch pods held: a kubelet restart would have
+	// rejected running pods. The floor keeps it at 0.
 	StatusBelowHeld int `json:"statusBelowHeld"`
 	// Writes of the annotation (policy.Decide).
 	Writes int `json:"writes"`

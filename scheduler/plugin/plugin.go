@@ -8,7 +8,7 @@
 //     assumed there, fits the request, and fails the others with the
 //     placement core's messages, which the Pending pod's FailedScheduling
 //     event shows.
-//   - Score ranks them by the room left (spread or binpack).
+//   - Score ranks them by what stays free (spread or binpack).
 //   - Reserve assumes the room atomically, Unreserve gives it back. The
 //     default binder binds: the pod webhook already enforces the grant, and
 //     the scheduler's own cache follows the pod from there.
@@ -294,7 +294,7 @@ func requestOf(state fwk.CycleState) (reclaimable.Resources, error) {
 	return r.req, nil
 }
 
-// Filter fails the node when the room left there does not fit the pod.
+// Filter fails the node when what is free there does not fit the pod.
 func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) *fwk.Status {
 	req, err := requestOf(state)
 	if err != nil {
@@ -309,7 +309,7 @@ func (p *Plugin) Filter(_ context.Context, state fwk.CycleState, _ *corev1.Pod, 
 	return fwk.NewStatus(fwk.Unschedulable, msg)
 }
 
-// Score ranks a node by the room left after placing the pod.
+// Score ranks a node by what stays free after placing the pod.
 func (p *Plugin) Score(_ context.Context, state fwk.CycleState, _ *corev1.Pod, ni fwk.NodeInfo) (int64, *fwk.Status) {
 	req, err := requestOf(state)
 	if err != nil {

@@ -48,7 +48,7 @@ type NodeView struct {
 func (v NodeView) Published() reclaimable.Resources { return v.Fresh.Room }
 
 // StatusMatchesAnnotation reports whether capacity and allocatable both
-// carry the status value the annotation stands for: per resource the room
+// carry the floor the annotation stands for: per resource the room
 // floored at what it says reclaimed pods held (the room alone when nothing
 // is held).
 func (v NodeView) StatusMatchesAnnotation() bool {

@@ -171,7 +171,7 @@ func TestPublisher(t *testing.T) {
 
 	t.Run("constant usage writes each node at most three times in three minutes, all through nodes/status", func(t *testing.T) {
 		// The audit log is read at every period. One write per publish carries
-		// the annotation and the status values: with --refresh-interval 2m a
+		// the annotation and the floor: with --refresh-interval 2m a
 		// node gets at most two refreshes in three minutes, and one more write
 		// for a change of its value (a decrease restarts the refresh clock).
 		// In the window the publisher must go on refreshing every annotation,

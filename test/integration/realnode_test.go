@@ -403,7 +403,8 @@ func readHostState() hostState {
 
 // waitWebhookDropped waits, after the webhook configuration was deleted,
 // until the API server has dropped the webhook from its chain (it does so
-// asynchronously): until status values the webhook would replace are stored
+// asynchronously): until reclaimed resources in the status that the webhook
+// would replace are stored
 // as written.
 func waitWebhookDropped(t *testing.T, c *cluster.Cluster, node string) {
 	t.Helper()
@@ -412,7 +413,7 @@ func waitWebhookDropped(t *testing.T, c *cluster.Cluster, node string) {
 		n, err := framework.PatchNode(context.Background(), c, node, map[string]any{"status": map[string]any{"capacity": probe, "allocatable": probe}}, "status")
 		return err == nil && framework.ViewOf(n, time.Now(), time.Hour).Capacity == reclaimable.Resources{CPUMilli: 1, MemoryBytes: 1}
 	}); !ok {
-		t.Fatal("the webhook still replaced status values 60s after its configuration was deleted")
+		t.Fatal("the webhook still replaced the reclaimed resources in the status 60s after its configuration was deleted")
 	}
 }
 
