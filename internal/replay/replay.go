@@ -216,8 +216,15 @@ func newRun(tr *Trace, contenders []Contender, cfg Config, age time.Duration, ti
 		timeline: timeline, records: make([]*policyinput.Pod, len(tr.Pods)), keys: make([][]byte, len(tr.Pods)),
 		usage: make([]reclaimable.Resources, len(tr.Nodes)), base: make([]baseInput, len(tr.Nodes))}
 	r.asm.Resize(max(age, tr.Step+policy.DefaultSampleAlignment), tr.Step)
+	keep := 0
 	for i, c := range contenders {
 		r.states = append(r.states, r.newContenderState(c, i == 0))
+		if h, ok := c.Formula.(historySteps); ok {
+			keep = max(keep, h.historySteps())
+		}
+	}
+	for i := range r.base {
+		r.base[i].keep = keep
 	}
 	for i, p := range tr.Pods {
 		first := tr.Start.Add(time.Duration(p.First) * tr.Step).Unix()
