@@ -198,6 +198,8 @@ func exactConfig() Config {
 	cfg.BatchLifetime = 8 * time.Hour
 	cfg.BatchPod = reclaimable.Resources{CPUMilli: 2000, MemoryBytes: 9 * gi / 2}
 	cfg.Eviction.Mode = eviction.ModeOff
+	// Batch pods from the first step: the figures of the tests count them.
+	cfg.WarmUp = 0
 	return cfg
 }
 
@@ -525,5 +527,33 @@ func TestBaseInputKeepsAtLeastItsStepsAndBoundsItsCopy(t *testing.T) {
 	}
 	if p := d.peak(maxBaseSteps); p.MemoryBytes != 999-1000+maxBaseSteps {
 		t.Errorf("peak of the newest %d: %+v, want memory %d", maxBaseSteps, p, 999-1000+maxBaseSteps)
+	}
+}
+
+func TestRunPlacesNoBatchPodBeforeTheWarmUp(t *testing.T) {
+	// The pod uses 2 CPUs and 1Gi throughout: the room is 8 CPUs and 9Gi
+	// from the first step on, but with a warm-up of two steps nothing is
+	// held before the third (index 2), and from then on all of it.
+	tr := traceOf(t, []int64{2, 2, 2, 2, 2}, []int64{1, 1, 1, 1, 1})
+	for _, tc := range []struct {
+		warmUp time.Duration
+		first  int
+	}{{0, 0}, {5 * time.Minute, 1}, {10 * time.Minute, 2}} {
+		cfg := exactConfig()
+		cfg.WarmUp = tc.warmUp
+		s := exactSettings()
+		rep, err := Run(context.Background(), tr, []Contender{{Name: "exact", Settings: &s}}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, h := range rep.Results[0].Timeline.Held {
+			want := reclaimable.Resources{CPUMilli: 8000, MemoryBytes: 9 * gi}
+			if k < tc.first {
+				want = reclaimable.Resources{}
+			}
+			if h != want {
+				t.Errorf("warm-up %s, step %d: held %+v, want %+v", tc.warmUp, k, h, want)
+			}
+		}
 	}
 }
