@@ -53,9 +53,10 @@ var replayLongPeaks = []replay.LongPeak{
 	{CPUWindow: 24 * time.Hour, CPUMargin: 0.15, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.35},
 	{CPUWindow: 48 * time.Hour, CPUMargin: 0.10, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.30},
 	{CPUWindow: 48 * time.Hour, CPUMargin: 0.15, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.35},
-	{CPUWindow: 72 * time.Hour, CPUMargin: 0.10, MemoryWindow: 48 * time.Hour, MemoryMargin: 0.30},
-	{CPUWindow: 168 * time.Hour, CPUMargin: 0.10, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.25},
+	{CPUWindow: 48 * time.Hour, CPUMargin: 0.10, MemoryWindow: 168 * time.Hour, MemoryMargin: 0.25},
 	{CPUWindow: 48 * time.Hour, CPUMargin: 0.10, MemoryWindow: 168 * time.Hour, MemoryMargin: 0.30},
+	{CPUWindow: 48 * time.Hour, CPUMargin: 0.10, MemoryWindow: 720 * time.Hour, MemoryMargin: 0.25},
+	{CPUWindow: 168 * time.Hour, CPUMargin: 0.10, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.25},
 }
 
 // longPeakContenders are the defaults beside replayLongPeaks at the trace's
