@@ -12,16 +12,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/record"
 	testingclock "k8s.io/utils/clock/testing"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -101,26 +100,13 @@ func newHarness(t *testing.T, mode Mode, tune ...func(*Options)) *harness {
 }
 
 func reclaimedPod(name string, prio int32, age time.Duration, now time.Time, cpuMilli, memBytes int64) *corev1.Pod {
-	l := corev1.ResourceList{names.CPU: *resource.NewQuantity(cpuMilli, resource.DecimalSI)}
-	if memBytes > 0 {
-		l[names.Memory] = *resource.NewQuantity(memBytes, resource.BinarySI)
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(now.Add(-age))},
-		Spec: corev1.PodSpec{NodeName: "n1", Priority: &prio, Containers: []corev1.Container{{Name: "c",
-			Resources: corev1.ResourceRequirements{Requests: l, Limits: l}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
+	return testobj.MakePod().Namespace("batch").Name(name).UID("uid-"+name).CreatedAt(now.Add(-age)).
+		Node("n1").Priority(prio).Reclaimed(cpuMilli, memBytes).Phase(corev1.PodRunning).Obj()
 }
 
 func regularPod(name string, now time.Time) *corev1.Pod {
-	prio := int32(-100)
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "apps", Name: name, UID: types.UID("uid-" + name), CreationTimestamp: metav1.NewTime(now)},
-		Spec: corev1.PodSpec{NodeName: "n1", Priority: &prio, Containers: []corev1.Container{{Name: "c",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning},
-	}
+	return testobj.MakePod().Namespace("apps").Name(name).UID("uid-"+name).CreatedAt(now).
+		Node("n1").Priority(-100).Req("2", "").Phase(corev1.PodRunning).Obj()
 }
 
 // freshness of an observation.

@@ -29,7 +29,7 @@ import (
 func benchCluster(tb testing.TB, nodes int) (*server, []string) {
 	tb.Helper()
 	m := newMetrics(prometheus.NewRegistry())
-	c := placement.NewCache(10*time.Minute, 30*time.Second, bindAPITimeout, nil, m.cache())
+	c := placement.NewCache(10*time.Minute, 30*time.Second, bindAPITimeout, nil, m.cache)
 	c.SetClock(func() time.Time { return t0 }, func(time.Time) bool { return true })
 	names := make([]string, nodes)
 	store := mapPods{}

@@ -630,7 +630,7 @@ func TestAssumptionLifecycle(t *testing.T) {
 		if got := f.free("n1"); got != req(1000, 3*gi) {
 			t.Errorf("free = %+v, want 1000m / 3Gi", got)
 		}
-		if got := metrictest.HistogramCount(t, f.ext.server.metrics.assumptionConfirmed); got != 1 {
+		if got := metrictest.HistogramCount(t, f.ext.server.metrics.cache.AssumptionConfirmed); got != 1 {
 			t.Errorf("confirmations observed = %v, want 1", got)
 		}
 		if got := metrictest.Gathered(f.t, f.reg, "kube_reclaim_extender_assumptions", nil); got != 0 {
@@ -672,7 +672,7 @@ func TestAssumptionLifecycle(t *testing.T) {
 		f.clock.Step(time.Minute)
 		go f.ext.cache.RunExpiry(ctx, time.Millisecond)
 		f.eventually("the expiry loop", func() bool {
-			return testutil.ToFloat64(f.ext.server.metrics.assumptionsExpired) == 1
+			return testutil.ToFloat64(f.ext.server.metrics.cache.AssumptionsExpired) == 1
 		})
 	})
 	t.Run("ends when the pod is deleted", func(t *testing.T) {
@@ -788,7 +788,7 @@ func TestConcurrentBindsNeverOverbook(t *testing.T) {
 			}
 			f := newFixture(t, fixtureOpts{}, objs...)
 			// Every call at once: the lock is under test here, not the slots.
-			f.ext.server.setMaxInFlight(tt.pods + 20)
+			f.ext.server.setMaxInFlight(tt.pods+20, tt.pods+20)
 
 			var mu sync.Mutex
 			booked := map[string]reclaimable.Resources{} // node → requests of pods the API bound or may have bound

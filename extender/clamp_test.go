@@ -109,7 +109,7 @@ func TestFilterClampsAnnotationToAllocatable(t *testing.T) {
 	f.t = t
 	// A node counts under each resource it exceeds; no-allocatable exceeds both.
 	for res, want := range map[string]float64{"cpu": 4, "memory": 4} {
-		if got := testutil.ToFloat64(f.ext.server.metrics.clampedNodes.WithLabelValues(res)); got != want {
+		if got := testutil.ToFloat64(f.ext.server.metrics.cache.ClampedNodes.WithLabelValues(res)); got != want {
 			t.Errorf("clamped_nodes{resource=%q} = %v, want %v", res, got, want)
 		}
 	}
@@ -169,7 +169,7 @@ func TestClampLoggedOncePerChange(t *testing.T) {
 		return warn, info
 	}
 	gauge := func() float64 {
-		return testutil.ToFloat64(f.ext.server.metrics.clampedNodes.WithLabelValues("cpu"))
+		return testutil.ToFloat64(f.ext.server.metrics.cache.ClampedNodes.WithLabelValues("cpu"))
 	}
 	if w, i := clampLogs(); w != 0 || i != 0 || gauge() != 0 {
 		t.Fatalf("before any clamp: %d warnings, %d infos, gauge %v", w, i, gauge())

@@ -23,8 +23,8 @@ func filterCluster() []runtime.Object {
 		node("finished", 2000, 2*gi, time.Minute),        // only terminal pods: free 2000m / 2Gi
 		node("odd-bytes", 4000, 1000000000, time.Minute), // free 953.7Mi
 		node("stale", 4000, 8*gi, 20*time.Minute),
-		nodeWithAnnotation("missing", ""),
-		nodeWithAnnotation("malformed", "{not json"),
+		bigNode("missing").Obj(),
+		bigNode("malformed").RawAnnotation("{not json").Obj(),
 		pod("roomy-1", "roomy", 1000, gi),
 		pod("busy-1", "busy", 2000, 4*gi),
 		pod("busy-2", "busy", 1500, 3*gi),

@@ -16,12 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -222,55 +221,27 @@ func (f *fixture) bindRefusals() float64 {
 	return sum
 }
 
-// node returns a node publishing cpu millicores and mem bytes, written
-// writtenAgo before t0.
+// node returns a node publishing cpu millicores and mem bytes of room,
+// written writtenAgo before t0.
 func node(name string, cpu, mem int64, writtenAgo time.Duration) *corev1.Node {
-	a := reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: mem, Policy: "usage",
-		MetricsTime: t0.Add(-writtenAgo - time.Minute), WriteTime: t0.Add(-writtenAgo)}
-	v, err := a.Marshal()
-	if err != nil {
-		panic(err)
-	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{testNames.Annotation: v}},
-		Status: corev1.NodeStatus{Allocatable: bigAllocatable(), Capacity: bigAllocatable()}}
+	return bigNode(name).Room(cpu, mem).MeasuredAt(t0.Add(-writtenAgo - time.Minute)).WrittenAt(t0.Add(-writtenAgo)).Obj()
 }
 
-// bigAllocatable is more native allocatable (and capacity) than any test
+// bigNode has more native allocatable (and capacity) than any test
 // annotates, so that only the clamp tests are clamped.
-func bigAllocatable() corev1.ResourceList {
-	return corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1000"), corev1.ResourceMemory: resource.MustParse("16Ti")}
-}
-
-func nodeWithAnnotation(name, value string) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Status: corev1.NodeStatus{Allocatable: bigAllocatable(), Capacity: bigAllocatable()}}
-	if value != "" {
-		n.Annotations = map[string]string{testNames.Annotation: value}
-	}
-	return n
+func bigNode(name string) *testobj.NodeWrapper {
+	return testobj.MakeNode().Name(name).Capacity("1000", "16Ti")
 }
 
 // pod returns a pod asking cpu millicores and mem bytes of the reclaimed
 // resources (requests == limits), bound to nodeName when not empty.
 func pod(name, nodeName string, cpu, mem int64) *corev1.Pod {
-	rl := corev1.ResourceList{}
-	if cpu > 0 {
-		rl[testNames.CPU] = *resource.NewQuantity(cpu, resource.DecimalSI)
-	}
-	if mem > 0 {
-		rl[testNames.Memory] = *resource.NewQuantity(mem, resource.BinarySI)
-	}
-	p := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name, UID: types.UID("uid-" + name)},
-		Spec: corev1.PodSpec{NodeName: nodeName, SchedulerName: SchedulerName, Containers: []corev1.Container{{
-			Name: "main", Image: "busybox",
-			Resources: corev1.ResourceRequirements{Requests: rl, Limits: rl.DeepCopy()},
-		}}},
-		Status: corev1.PodStatus{Phase: corev1.PodPending},
-	}
+	p := testobj.MakePod().Namespace("batch").Name(name).UID("uid-"+name).SchedulerName(SchedulerName).
+		Container("main", "busybox").Reclaimed(cpu, mem).Phase(corev1.PodPending)
 	if nodeName != "" {
-		p.Status.Phase = corev1.PodRunning
+		p.Node(nodeName).Phase(corev1.PodRunning)
 	}
-	return p
+	return p.Obj()
 }
 
 func withPhase(p *corev1.Pod, phase corev1.PodPhase) *corev1.Pod {
@@ -287,10 +258,8 @@ func mismatched(name string) *corev1.Pod {
 
 // plainPod asks only native resources.
 func plainPod(name string) *corev1.Pod {
-	p := pod(name, "", 0, 0)
-	p.Spec.Containers[0].Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{
-		corev1.ResourceCPU: resource.MustParse("500m")}}
-	return p
+	return testobj.MakePod().Namespace("batch").Name(name).UID("uid-"+name).SchedulerName(SchedulerName).
+		Container("main", "busybox").Req("500m", "").Phase(corev1.PodPending).Obj()
 }
 
 func req(cpu, mem int64) reclaimable.Resources {

@@ -16,22 +16,26 @@ import (
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 )
 
-// --max-in-flight calls of a verb are served at once; the next is answered
+// --max-in-flight (filter, prioritize) and --max-in-flight-binds calls of a
+// verb are served at once; the next is answered
 // 429 within slotWait, and served again once a slot frees.
 func TestEachVerbServesAtMostMaxInFlightCallsAtOnce(t *testing.T) {
-	const slots = 2
+	// Different bounds, so that each verb is seen to keep its own.
+	const verbSlots, bindSlots = 2, 3
 	p := pod("p", "", 1000, gi)
 	args, _ := json.Marshal(extenderv1.ExtenderArgs{Pod: p, NodeNames: &[]string{"n1"}})
 	bind, _ := json.Marshal(extenderv1.ExtenderBindingArgs{PodName: p.Name, PodNamespace: p.Namespace, PodUID: p.UID, Node: "n1"})
 	for _, tt := range []struct {
-		verb string
-		body []byte
-	}{{"filter", args}, {"prioritize", args}, {"bind", bind}} {
+		verb  string
+		body  []byte
+		slots int
+	}{{"filter", args, verbSlots}, {"prioritize", args, verbSlots}, {"bind", bind, bindSlots}} {
 		t.Run(tt.verb, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{}, node("n1", 64000, 64*gi, time.Minute), p)
 			f.withholdBinds(nil)
 			f.admit(p, "n1")
-			f.ext.server.setMaxInFlight(slots)
+			f.ext.server.setMaxInFlight(verbSlots, bindSlots)
+			slots := tt.slots
 			call := func() *httptest.ResponseRecorder {
 				rec := httptest.NewRecorder()
 				f.h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/"+tt.verb, bytes.NewReader(tt.body)))
@@ -53,7 +57,7 @@ func TestEachVerbServesAtMostMaxInFlightCallsAtOnce(t *testing.T) {
 			release()
 			wg.Wait()
 			close(held)
-			if busy.Code != http.StatusTooManyRequests || !strings.Contains(busy.Body.String(), "extender busy: all 2 in-flight "+tt.verb+" calls are taken") {
+			if busy.Code != http.StatusTooManyRequests || !strings.Contains(busy.Body.String(), fmt.Sprintf("extender busy: all %d in-flight %s calls are taken", slots, tt.verb)) {
 				t.Errorf("the call beyond the slots: %d %q, want 429", busy.Code, busy.Body.String())
 			}
 			if took < slotWait || took > slotWait+5*time.Second {
@@ -88,7 +92,7 @@ func TestASlowBodyHoldsNoSlot(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFixture(t, fixtureOpts{}, node("n1", 64000, 64*gi, time.Minute), p)
-			f.ext.server.setMaxInFlight(1)
+			f.ext.server.setMaxInFlight(1, 1)
 			f.ext.server.bodyTimeout = 500 * time.Millisecond
 			srv := httptest.NewServer(f.h)
 			defer srv.Close()

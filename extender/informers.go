@@ -219,26 +219,21 @@ func podHandlers(c *placement.Cache) cache.ResourceEventHandlerFuncs {
 	}
 }
 
-func withPod(obj interface{}, f func(*podRecord)) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
-	if p, ok := obj.(*podRecord); ok {
-		f(p)
-		return
-	}
-	logrus.WithField("type", typeName(obj)).Error("pod informer delivered an unexpected object")
-}
+func withPod(obj interface{}, f func(*podRecord)) { withRecord(obj, "pod", f) }
 
-func withNode(obj interface{}, f func(*nodeRecord)) {
+func withNode(obj interface{}, f func(*nodeRecord)) { withRecord(obj, "node", f) }
+
+// withRecord calls f with the record an informer of kind delivered, the
+// last known state of a deleted object included.
+func withRecord[T any](obj interface{}, kind string, f func(T)) {
 	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = t.Obj
 	}
-	if n, ok := obj.(*nodeRecord); ok {
-		f(n)
+	if r, ok := obj.(T); ok {
+		f(r)
 		return
 	}
-	logrus.WithField("type", typeName(obj)).Error("node informer delivered an unexpected object")
+	logrus.WithField("type", typeName(obj)).Error(kind + " informer delivered an unexpected object")
 }
 
 func typeName(obj interface{}) string { return fmt.Sprintf("%T", obj) }

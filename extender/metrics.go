@@ -47,14 +47,12 @@ type metrics struct {
 	// binds and bindLookups that every bind counts, resolved once.
 	bindSuccesses, bindFromInformer, bindFromAPI prometheus.Counter
 	// filterNotRecorded counts filter verdicts not kept for bind.
-	filterNotRecorded   prometheus.Counter
-	conflicts           *prometheus.CounterVec
-	assumptionsExpired  prometheus.Counter
-	assumptionConfirmed prometheus.Histogram
-	clampedNodes        *prometheus.GaugeVec
-	notEnforced         *prometheus.CounterVec
-	bindLookups         *prometheus.CounterVec
-	bindRefusals        *prometheus.CounterVec
+	filterNotRecorded prometheus.Counter
+	conflicts         *prometheus.CounterVec
+	cache             *placement.Metrics // what the placement cache counts
+	notEnforced       *prometheus.CounterVec
+	bindLookups       *prometheus.CounterVec
+	bindRefusals      *prometheus.CounterVec
 	// nodesPerCall is by verb (filter, prioritize).
 	nodesPerCall *prometheus.HistogramVec
 }
@@ -75,17 +73,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "bind_conflicts_total",
 			Help: "Binds refused because the node had no room left when the bind arrived, by reason."},
 			[]string{"reason"}),
-		assumptionsExpired: prometheus.NewCounter(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
-			Name: "assumptions_expired_total",
-			Help: "Assumptions dropped after --assume-timeout without the pod informer showing the pod bound. Non-zero means the watch lags more than the timeout (risk of over-booking) or Bindings were lost."}),
-		assumptionConfirmed: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Subsystem: sub,
-			Name:    "assumption_confirm_duration_seconds",
-			Help:    "Time from a bind's assumption to the pod informer showing the pod bound (or deleted): Binding call plus watch lag. --assume-timeout must stay well above it.",
-			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16)}),
-		clampedNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Subsystem: sub,
-			Name: "clamped_nodes",
-			Help: "Nodes whose reclaimable annotation exceeds their native allocatable, by resource (cpu, memory); the extender schedules against allocatable. Non-zero means a publisher bug or a hand-edited annotation."},
-			[]string{"resource"}),
+		cache: placement.NewMetrics(sub),
 		notEnforced: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Subsystem: sub,
 			Name: "not_enforced_refusals_total",
 			Help: "Filter and bind calls (verb label) refused under --require-enforced because a reclaimed pod lacks the native limits the pod webhook sets: it was created while the pod webhook was not configured."},
@@ -111,9 +99,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, r := range []string{bindSuccess, bindConflict, bindRejected, bindAPIError} {
 		m.binds.WithLabelValues(r)
 	}
-	for _, r := range []string{placement.ClampCPU, placement.ClampMemory} {
-		m.clampedNodes.WithLabelValues(r)
-	}
 	for _, v := range []string{"filter", "bind"} {
 		m.notEnforced.WithLabelValues(v)
 	}
@@ -128,7 +113,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	for _, v := range []string{"filter", "prioritize"} {
 		m.nodesPerCall.WithLabelValues(v)
 	}
-	reg.MustRegister(filtered, m.binds, m.conflicts, m.assumptionsExpired, m.assumptionConfirmed, m.clampedNodes, m.notEnforced, m.bindLookups, m.bindRefusals, m.nodesPerCall, m.filterNotRecorded)
+	reg.MustRegister(filtered, m.binds, m.conflicts, m.notEnforced, m.bindLookups, m.bindRefusals, m.nodesPerCall, m.filterNotRecorded)
+	reg.MustRegister(m.cache.Collectors()...)
 	return m
 }
 
@@ -146,11 +132,6 @@ func registerCacheGauges(reg prometheus.Registerer, c *placement.Cache) {
 			Help: "Non-terminal bound pods requesting reclaimed resources, counted against their nodes' room."},
 			func() float64 { _, _, p := c.Counts(); return float64(p) }),
 	)
-}
-
-// cache is what the placement cache counts.
-func (m *metrics) cache() *placement.Metrics {
-	return &placement.Metrics{ClampedNodes: m.clampedNodes, AssumptionsExpired: m.assumptionsExpired, AssumptionConfirmed: m.assumptionConfirmed}
 }
 
 // countFiltered adds one request's per-reason failure counts.

@@ -26,6 +26,7 @@
 package extender
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -69,12 +70,20 @@ const (
 	// pod that was never bound, which happens only when a Binding's outcome
 	// was unknown and the pod was then deleted or bound elsewhere by others.
 	DefaultAssumeTimeout = 30 * time.Second
-	// DefaultMaxInFlight bounds the calls of each verb served at once.
-	// kube-scheduler sends one filter at a time (its scheduling cycle is
-	// serial) and its binds from parallel binding cycles, each holding a
-	// slot while its Binding call waits on the API server: room for a
-	// burst of binds at the API client's default rate.
+	// DefaultMaxInFlight bounds the filter and prioritize calls served at
+	// once. kube-scheduler sends one at a time (its scheduling cycle is
+	// serial): the slots beyond the first are for what else reaches the
+	// port, and the verbs' work is CPU.
 	DefaultMaxInFlight = 32
+	// DefaultMaxInFlightBinds bounds the bind calls served at once.
+	// kube-scheduler binds from parallel binding cycles, and each bind holds
+	// its slot while its Binding call waits on the API server, so the
+	// slots cap the binds per second at slots ÷ Binding latency: they must
+	// cover the scheduler's rate times a loaded API server's latency.
+	// With 32, a slow API server held reclaimed placement well below the
+	// scheduler's own rate (docs/benchmarks.md, P2). A slot costs a
+	// goroutine and a body of at most maxBindBytes.
+	DefaultMaxInFlightBinds = 256
 )
 
 // certReloadInterval is how often the serving certificate files are polled.
@@ -99,21 +108,23 @@ type Options struct {
 	// SchedulerNames are the spec.schedulerName values of the pods bind
 	// places; any other pod is refused.
 	SchedulerNames []string
-	// MaxInFlight bounds the calls of each verb served at once.
-	MaxInFlight int
+	// MaxInFlight bounds the filter and prioritize calls served at once,
+	// MaxInFlightBinds the bind calls.
+	MaxInFlight, MaxInFlightBinds int
 }
 
 // NewOptions returns the defaults.
 func NewOptions() *Options {
 	return &Options{
-		Common:          cli.DefaultCommon(DefaultHealthAddress),
-		ListenAddress:   DefaultListenAddress,
-		Staleness:       leaderlease.DefaultStaleness(),
-		Strategy:        StrategySpread,
-		AssumeTimeout:   DefaultAssumeTimeout,
-		RequireEnforced: true,
-		SchedulerNames:  []string{SchedulerName},
-		MaxInFlight:     DefaultMaxInFlight,
+		Common:           cli.DefaultCommon(DefaultHealthAddress),
+		ListenAddress:    DefaultListenAddress,
+		Staleness:        leaderlease.DefaultStaleness(),
+		Strategy:         StrategySpread,
+		AssumeTimeout:    DefaultAssumeTimeout,
+		RequireEnforced:  true,
+		SchedulerNames:   []string{SchedulerName},
+		MaxInFlight:      DefaultMaxInFlight,
+		MaxInFlightBinds: DefaultMaxInFlightBinds,
 	}
 }
 
@@ -127,7 +138,8 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.Strategy, "strategy", o.Strategy, "Strategy of the prioritize verb: spread (favour nodes with the most reclaimed room left) or binpack (the least). Only a scheduler configured with prioritizeVerb calls it (the legacy policy.json); the shipped KubeSchedulerConfiguration scores in its profile instead (NodeResourcesFit, LeastAllocated or MostAllocated).")
 	fs.BoolVar(&o.RequireEnforced, "require-enforced", o.RequireEnforced, "Refuse to place a pod asking for reclaimed resources unless every such container carries the native cpu/memory limits and explicit requests the kube-reclaim pod webhook sets (kubelet enforces its grant through them). Such a pod was created while the pod webhook was not configured; it stays Pending with a message naming what is missing. Set to false only where pods are enforced otherwise.")
 	fs.StringSliceVar(&o.SchedulerNames, "scheduler-name", o.SchedulerNames, "Scheduler name (a profile's schedulerName) whose pods /bind places; repeat the flag or separate names by commas for several. A pod naming any other scheduler is refused, as is one asking no reclaimed resource or bound to a node this extender's /filter did not pass for it.")
-	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "Calls of each verb (filter, prioritize, bind) served at once; a call that finds every slot of its verb taken for 250ms is answered 429 (kube-scheduler retries the pod). A call's body is read before it takes a slot, within 2s. Bounds the extender's work and memory whatever its callers send.")
+	fs.IntVar(&o.MaxInFlight, "max-in-flight", o.MaxInFlight, "Calls of each of the filter and prioritize verbs served at once; a call that finds every slot of its verb taken for 250ms is answered 429 (kube-scheduler retries the pod). A call's body is read before it takes a slot, within 2s. Bounds the extender's work and memory whatever its callers send.")
+	fs.IntVar(&o.MaxInFlightBinds, "max-in-flight-binds", o.MaxInFlightBinds, "Bind calls served at once, answered 429 as --max-in-flight. A bind holds its slot while its Binding waits on the API server, so binds per second are at most this divided by the Binding's latency: keep it above the scheduler's binding rate times a loaded API server's latency.")
 	fs.DurationVar(&o.AssumeTimeout, "assume-timeout", o.AssumeTimeout, "How long a pod bound by this extender keeps its room reserved while the pod informer has not shown it bound. Must exceed the watch lag (see kube_reclaim_extender_assumption_confirm_duration_seconds); too short risks over-booking.")
 }
 
@@ -143,6 +155,9 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.Staleness.Validate())
 	if o.MaxInFlight <= 0 {
 		errs = append(errs, fmt.Errorf("--max-in-flight must be positive, got %d", o.MaxInFlight))
+	}
+	if o.MaxInFlightBinds <= 0 {
+		errs = append(errs, fmt.Errorf("--max-in-flight-binds must be positive, got %d", o.MaxInFlightBinds))
 	}
 	if o.AssumeTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("--assume-timeout must be positive, got %s", o.AssumeTimeout))
@@ -179,13 +194,14 @@ type config struct {
 	requireEnforced bool
 	// schedulerNames are --scheduler-name; empty means SchedulerName.
 	schedulerNames []string
-	// maxInFlight is --max-in-flight; 0 means DefaultMaxInFlight.
-	maxInFlight int
+	// maxInFlight and maxInFlightBinds are --max-in-flight and
+	// --max-in-flight-binds; 0 means the default.
+	maxInFlight, maxInFlightBinds int
 }
 
 func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.Tracker, reg prometheus.Registerer) (*core, error) {
 	m := newMetrics(reg)
-	c := placement.NewCache(cfg.staleAfter, cfg.assumeTimeout, bindAPITimeout, tracker.Alive, m.cache())
+	c := placement.NewCache(cfg.staleAfter, cfg.assumeTimeout, bindAPITimeout, tracker.Alive, m.cache)
 	registerCacheGauges(reg, c)
 	inf, err := newInformers(client, cfg.names, c)
 	if err != nil {
@@ -195,9 +211,7 @@ func newExtender(client kubernetes.Interface, cfg config, tracker *leaderlease.T
 	e := &core{cache: c, informers: inf, tracker: tracker}
 	e.server = newServer(cfg.names, cfg.strategy, c, inf, client, e.synced, m)
 	e.server.requireEnforced = cfg.requireEnforced
-	if cfg.maxInFlight > 0 {
-		e.server.setMaxInFlight(cfg.maxInFlight)
-	}
+	e.server.setMaxInFlight(cmp.Or(cfg.maxInFlight, DefaultMaxInFlight), cmp.Or(cfg.maxInFlightBinds, DefaultMaxInFlightBinds))
 	if len(cfg.schedulerNames) > 0 {
 		e.server.schedulerNames = map[string]bool{}
 		for _, n := range cfg.schedulerNames {
@@ -228,7 +242,7 @@ func (e *core) registerHealth(h *serving.Health) {
 func (e *core) start(ctx context.Context, wg *sync.WaitGroup) {
 	e.informers.run(ctx, wg)
 	wg.Go(func() { e.tracker.Run(ctx) })
-	wg.Go(func() { e.cache.RunExpiry(ctx, max(10*time.Millisecond, min(time.Second, e.cache.AssumeTimeout()/4))) })
+	wg.Go(func() { e.cache.RunExpiry(ctx, e.cache.ExpiryInterval()) })
 }
 
 // waitForSync blocks until the caches synced or ctx ended.
@@ -274,7 +288,8 @@ func New(o *Options) (*Extender, error) {
 		return nil, err
 	}
 	e.core, err = newExtender(client, config{names: o.Names(), strategy: o.Strategy, staleAfter: o.StaleAfter,
-		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced, schedulerNames: o.SchedulerNames, maxInFlight: o.MaxInFlight},
+		assumeTimeout: o.AssumeTimeout, requireEnforced: o.RequireEnforced, schedulerNames: o.SchedulerNames, maxInFlight: o.MaxInFlight,
+		maxInFlightBinds: o.MaxInFlightBinds},
 		o.NewTracker(client), reg)
 	if err != nil {
 		return nil, err
@@ -323,7 +338,7 @@ func (e *Extender) serveVerbs(ctx context.Context) error {
 	o := e.opts
 	log := logrus.WithFields(logrus.Fields{"listen": o.ListenAddress, "strategy": o.Strategy,
 		"staleAfter": o.StaleAfter, "assumeTimeout": o.AssumeTimeout, "domain": o.ResourceDomain,
-		"requireEnforced": o.RequireEnforced, "schedulerNames": o.SchedulerNames, "maxInFlight": o.MaxInFlight})
+		"requireEnforced": o.RequireEnforced, "schedulerNames": o.SchedulerNames, "maxInFlight": o.MaxInFlight, "maxInFlightBinds": o.MaxInFlightBinds})
 	log.Info("extender starting; waiting for the node and pod informers to sync")
 	if !e.core.waitForSync(ctx) {
 		return nil // ctx ended first

@@ -20,6 +20,7 @@ func TestOptionsDefaults(t *testing.T) {
 		"listen-address": "127.0.0.1:8888", "scheduler-name": "[kube-reclaim-scheduler]", "health-address": ":8082", "stale-after": "10m0s", "strategy": "spread",
 		"assume-timeout": "30s", "publisher-lease-namespace": "kube-reclaim", "publisher-lease-name": "kube-reclaim-publisher",
 		"tls-cert-file": "", "tls-private-key-file": "", "resource-domain": "kube-reclaim.io", "max-in-flight": "32",
+		"max-in-flight-binds": "256",
 	} {
 		f := fs.Lookup(flag)
 		if f == nil {
@@ -49,8 +50,10 @@ func TestOptionsValidate(t *testing.T) {
 		{"every problem is reported at once", []string{
 			"--strategy=random", "--stale-after=0s", "--assume-timeout=-1s", "--listen-address=8888",
 			"--tls-cert-file=c", "--resource-domain=UPPER", "--publisher-lease-namespace=Bad_NS", "--max-in-flight=0",
+			"--max-in-flight-binds=-1",
 		}, []string{
 			"--max-in-flight must be positive, got 0",
+			"--max-in-flight-binds must be positive, got -1",
 			`--strategy: "random" is neither spread nor binpack`,
 			"--stale-after must be positive",
 			"--assume-timeout must be positive",

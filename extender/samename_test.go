@@ -34,7 +34,7 @@ func TestPodUpdateToAnotherUIDReleasesTheOldPodsRoom(t *testing.T) {
 			wantA: req(500, gi)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c := placement.NewCache(10*time.Minute, 30*time.Second, bindAPITimeout, nil, newMetrics(prometheus.NewRegistry()).cache())
+			c := placement.NewCache(10*time.Minute, 30*time.Second, bindAPITimeout, nil, newMetrics(prometheus.NewRegistry()).cache)
 			c.SetClock(func() time.Time { return t0 }, func(time.Time) bool { return true })
 			h := podHandlers(c)
 			h.OnAdd(old, false)

@@ -97,7 +97,7 @@ func newServer(names reclaimable.Names, strategy string, c *placement.Cache, pod
 		metrics: m, maxBody: maxRequestBytes, mismatchMsg: placement.MismatchMessage(names), args: &argsDecoder{names: names, cache: c, pods: pods},
 		filtered:       newFilteredPods(filteredPodsKept, filteredNodesKept),
 		schedulerNames: map[string]bool{SchedulerName: true}, bodyTimeout: bodyReadTimeout}
-	s.setMaxInFlight(DefaultMaxInFlight)
+	s.setMaxInFlight(DefaultMaxInFlight, DefaultMaxInFlightBinds)
 	return s
 }
 
@@ -106,12 +106,13 @@ func newServer(names reclaimable.Names, strategy string, c *placement.Cache, pod
 // the scheduler's binds.
 var verbs = []string{"filter", "prioritize", "bind"}
 
-// setMaxInFlight gives each verb n slots.
-func (s *server) setMaxInFlight(n int) {
+// setMaxInFlight gives filter and prioritize n slots each, bind binds.
+func (s *server) setMaxInFlight(n, binds int) {
 	s.inflight = make(map[string]*serving.InFlight, len(verbs))
 	for _, v := range verbs {
 		s.inflight[v] = serving.NewInFlight(n)
 	}
+	s.inflight["bind"] = serving.NewInFlight(binds)
 }
 
 // acquire takes an in-flight slot of verb, or answers 429 when none frees

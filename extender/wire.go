@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/boundedjson"
 	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -224,21 +224,12 @@ func readArray(iter *jsoniter.Iterator, limit int, tooMany error, read func(i in
 		expect(iter, "an array")
 		return
 	}
-	i := 0
-	iter.ReadArrayCB(func(iter *jsoniter.Iterator) bool {
-		if iter.Error != nil {
-			return false
-		}
-		if i == limit {
-			fail(iter, tooMany)
-			return false
-		}
+	boundedjson.Items(iter, limit, func() { fail(iter, tooMany) }, func(i int) bool {
 		read(i)
 		if iter.Error != nil {
 			at(iter, "["+strconv.Itoa(i)+"]")
 			return false
 		}
-		i++
 		return true
 	})
 }
@@ -266,15 +257,10 @@ func readName(iter *jsoniter.Iterator) string {
 // finish checks that nothing but white space follows the value read, and
 // returns the decoding error, if any, in words (see explain).
 func finish(iter *jsoniter.Iterator, body []byte) error {
-	if iter.Error == nil {
-		iter.WhatIsNext() // sets io.EOF when only white space is left
-		if iter.Error == nil {
-			iter.Error = errTrailing
-		} else if errors.Is(iter.Error, io.EOF) {
-			return nil
-		}
+	if err := boundedjson.Rest(iter, errTrailing); err != nil {
+		return explain(body, err)
 	}
-	return explain(body, iter.Error)
+	return nil
 }
 
 // explain returns err, unless the body is not JSON at all: then

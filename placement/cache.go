@@ -15,9 +15,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -100,21 +100,6 @@ type Entry struct {
 	nAssumed int
 }
 
-// Metrics are what the cache counts; the caller registers them under its
-// own names.
-type Metrics struct {
-	// ClampedNodes is by resource (ClampCPU, ClampMemory).
-	ClampedNodes        *prometheus.GaugeVec
-	AssumptionsExpired  prometheus.Counter
-	AssumptionConfirmed prometheus.Observer
-}
-
-// Resource label values of ClampedNodes.
-const (
-	ClampCPU    = "cpu"
-	ClampMemory = "memory"
-)
-
 // NewCache returns an empty cache. Node annotations older than staleAfter
 // are stale; an assumption lives bindGrace (the placement's own API call)
 // plus assumeTimeout unless the informer confirms it; alive tells whether
@@ -146,9 +131,11 @@ func (c *Cache) SetClock(now func() time.Time, alive func(time.Time) bool) {
 // Now is the cache's clock.
 func (c *Cache) Now() time.Time { return c.now() }
 
-// AssumeTimeout is how long a confirmed placement's assumption waits for
-// the informer.
-func (c *Cache) AssumeTimeout() time.Duration { return c.assumeTimeout }
+// ExpiryInterval is how often RunExpiry looks for expired assumptions: a
+// quarter of the assume timeout, within 10ms and 1s.
+func (c *Cache) ExpiryInterval() time.Duration {
+	return max(10*time.Millisecond, min(time.Second, c.assumeTimeout/4))
+}
 
 // RLock takes the read lock for a run of EntryLocked lookups.
 func (c *Cache) RLock() { c.mu.RLock() }
@@ -217,7 +204,7 @@ func (e *Entry) judge(now time.Time, nowNs int64, alive bool, staleAfter time.Du
 		return v
 	}
 	fr := reclaimable.Judge(e.annotation, e.present, now, staleAfter, alive)
-	fr.Values = clampTo(fr.Values, e.allocatable)
+	fr.Room = clampTo(fr.Room, e.allocatable)
 	v := &verdict{Freshness: fr, from: math.MinInt64, until: math.MaxInt64}
 	switch {
 	case fr.Annotation == nil:
@@ -312,7 +299,7 @@ func clampOf(annotation string, present bool, allocatable reclaimable.Resources)
 	if err != nil {
 		return clamp{}
 	}
-	v := a.Values()
+	v := a.Room()
 	return clamp{cpu: v.CPUMilli > allocatable.CPUMilli, memory: v.MemoryBytes > allocatable.MemoryBytes, annotated: v}
 }
 
@@ -448,7 +435,7 @@ func (c *Cache) stateLocked(e *Entry, now time.Time, nowNs int64, alive bool) St
 		return State{}
 	}
 	v := e.judge(now, nowNs, alive, c.staleAfter)
-	pub := v.Values // zero unless fresh
+	pub := v.Room // zero unless fresh
 	return State{
 		Known: true, Fresh: v.Fresh, Reason: v.Reason, Published: pub,
 		Free: reclaimable.Resources{
@@ -540,20 +527,13 @@ func (c *Cache) Expire(now time.Time) []Assumption {
 
 // RunExpiry expires assumptions every interval until ctx ends.
 func (c *Cache) RunExpiry(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			for _, a := range c.Expire(c.now()) {
-				c.metrics.AssumptionsExpired.Inc()
-				logrus.WithFields(logrus.Fields{"pod": a.Pod, "node": a.Node, "age": c.now().Sub(a.Created).Round(time.Millisecond)}).
-					Warn("assumption expired before the pod informer showed the pod bound; its room is released")
-			}
+	wait.NonSlidingUntilWithContext(ctx, func(context.Context) {
+		for _, a := range c.Expire(c.now()) {
+			c.metrics.AssumptionsExpired.Inc()
+			logrus.WithFields(logrus.Fields{"pod": a.Pod, "node": a.Node, "age": c.now().Sub(a.Created).Round(time.Millisecond)}).
+				Warn("assumption expired before the pod informer showed the pod bound; its room is released")
 		}
-	}
+	}, interval)
 }
 
 // Counts reports the number of assumptions, tracked nodes and placed pods.

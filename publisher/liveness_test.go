@@ -84,7 +84,10 @@ func TestLivenessFailsOnlyAfterTheCycleDeadlineWhenACycleBlocks(t *testing.T) {
 	const slack = 300 * time.Millisecond
 	var closedAt, failedAt time.Time
 	healthy := o.CycleDeadline + 500*time.Millisecond
-	a := framework.Absence{Window: healthy + o.CycleDeadline - slack, Every: 100 * time.Millisecond,
+	// Looks every 200 ms: a failure, once there, lasts (the gate stays
+	// closed), and on a loaded machine with -race 100 ms looks came up to
+	// 300 ms apart, which the Absence rightly refuses.
+	a := framework.Absence{Window: healthy + o.CycleDeadline - slack, Every: 200 * time.Millisecond,
 		ControlAt: healthy, ControlWithin: o.CycleDeadline + 10*time.Second,
 		Control: func() error {
 			closedAt = time.Now()
@@ -287,7 +290,8 @@ func TestLivenessFailsWhenTheLeaderStopsRenewing(t *testing.T) {
 	const slack = 300 * time.Millisecond
 	var closedAt, failedAt time.Time
 	healthy := 2*lease + 500*time.Millisecond
-	framework.ExpectAbsence(t, framework.Absence{Window: healthy + 2*lease - slack, Every: 100 * time.Millisecond,
+	// Looks every 200 ms, as in the cycle deadline's test.
+	framework.ExpectAbsence(t, framework.Absence{Window: healthy + 2*lease - slack, Every: 200 * time.Millisecond,
 		ControlAt: healthy, ControlWithin: 2*lease + 10*time.Second,
 		Control: func() error {
 			closedAt = time.Now()

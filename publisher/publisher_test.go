@@ -29,6 +29,7 @@ import (
 
 	"github.com/kube-reclaim/kube-reclaim/eviction"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyinput"
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -259,13 +260,9 @@ func TestCyclePublishesAnnotationAndStatusThenStaysQuiet(t *testing.T) {
 func TestCycleEvictsOnMeasuredMemoryPressureNotOnARoomBelowWhatIsHeld(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	names := reclaimable.MustNames(reclaimable.DefaultDomain)
 	batch := func(name string, prio int32) *corev1.Pod {
-		l := corev1.ResourceList{names.CPU: resource.MustParse("2000"), names.Memory: resource.MustParse("3Gi")}
-		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name, UID: types.UID(name)},
-			Spec: corev1.PodSpec{NodeName: "n1", Priority: &prio, Containers: []corev1.Container{{Name: "c",
-				Resources: corev1.ResourceRequirements{Requests: l, Limits: l}}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		return testobj.MakePod().Namespace("batch").Name(name).UID(name).Node("n1").Priority(prio).
+			Reclaimed(2000, 3<<30).Phase(corev1.PodRunning).Obj()
 	}
 	o := NewOptions()
 	const grace = 100 * time.Millisecond
@@ -326,14 +323,8 @@ func TestCycleEvictsOnMeasuredMemoryPressureNotOnARoomBelowWhatIsHeld(t *testing
 	}
 }
 
-func annotatedNode(t *testing.T, name string, v reclaimable.Resources, written time.Time) *corev1.Node {
-	t.Helper()
-	value, err := reclaimable.Annotation{CPUMilli: v.CPUMilli, MemoryBytes: v.MemoryBytes, Policy: "usage", WriteTime: written}.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
-		Annotations: map[string]string{reclaimable.MustNames(reclaimable.DefaultDomain).Annotation: value}}}
+func annotatedNode(name string, room reclaimable.Resources, written time.Time) *corev1.Node {
+	return testobj.MakeNode().Name(name).Room(room.CPUMilli, room.MemoryBytes).WrittenAt(written).Obj()
 }
 
 // A decrease below --decrease-threshold waits, but only until the refresh
@@ -351,9 +342,9 @@ func TestSmallDecreaseWaitsForTheRefreshOrHeldRoomAndNoLonger(t *testing.T) {
 			Requests: corev1.ResourceList{names.CPU: cpu}, Limits: corev1.ResourceList{names.CPU: cpu}}}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
 	p, client := newTestPublisher(t, ctx,
-		annotatedNode(t, "recent", noisy, time.Now().Add(-time.Minute)),
-		annotatedNode(t, "due", noisy, time.Now().Add(-6*time.Minute)),
-		annotatedNode(t, "held", noisy, time.Now().Add(-time.Minute)), holder)
+		annotatedNode("recent", noisy, time.Now().Add(-time.Minute)),
+		annotatedNode("due", noisy, time.Now().Add(-6*time.Minute)),
+		annotatedNode("held", noisy, time.Now().Add(-time.Minute)), holder)
 	p.Cycle(ctx)
 	if a := annotation(t, client, "recent"); a.CPUMilli != wantCPU+18 {
 		t.Errorf("recent annotation: cpu %d, want the noise suppressed (%d)", a.CPUMilli, wantCPU+18)
@@ -372,7 +363,7 @@ func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	current := reclaimable.Resources{CPUMilli: wantCPU, MemoryBytes: wantMem}
-	p, client := newTestPublisher(t, ctx, annotatedNode(t, "n1", current, time.Now().Add(-time.Minute)))
+	p, client := newTestPublisher(t, ctx, annotatedNode("n1", current, time.Now().Add(-time.Minute)))
 	before := len(client.Actions())
 	p.Cycle(ctx)
 	patches := nodePatches(client.Actions()[before:])
@@ -383,7 +374,7 @@ func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := statusValues(p.names, got); v == nil || *v != current {
+	if v := statusFloor(p.names, got); v == nil || *v != current {
 		t.Errorf("status carries %+v, want %+v", v, current)
 	}
 	// Count the series first: reading one creates it.
@@ -408,8 +399,8 @@ func TestStaleMetricsDropTheRoomButKeepTheStatusAtWhatIsHeld(t *testing.T) {
 	}
 	room := reclaimable.Resources{CPUMilli: 6000, MemoryBytes: 4 << 30}
 	p, client := newTestPublisher(t, ctx,
-		annotatedNode(t, "busy", room, time.Now().Add(-time.Minute)),
-		annotatedNode(t, "idle", room, time.Now().Add(-time.Minute)),
+		annotatedNode("busy", room, time.Now().Add(-time.Minute)),
+		annotatedNode("idle", room, time.Now().Add(-time.Minute)),
 		pod("running", "Running"), pod("finished", "Succeeded"))
 	// Every sample of newTestPublisher is 5 s old.
 	p.opts.MetricsStaleAfter = time.Second
@@ -423,14 +414,14 @@ func TestStaleMetricsDropTheRoomButKeepTheStatusAtWhatIsHeld(t *testing.T) {
 		{"idle", reclaimable.Resources{}, reclaimable.Resources{}},
 	} {
 		a := annotation(t, client, tc.node)
-		if !a.Values().IsZero() || a.Held == nil || *a.Held != tc.held {
-			t.Errorf("%s: annotation room %+v held %+v, want zero room and held %+v", tc.node, a.Values(), a.Held, tc.held)
+		if !a.Room().IsZero() || a.Held == nil || *a.Held != tc.held {
+			t.Errorf("%s: annotation room %+v held %+v, want zero room and held %+v", tc.node, a.Room(), a.Held, tc.held)
 		}
 		got, err := client.CoreV1().Nodes().Get(ctx, tc.node, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := statusValues(p.names, got); v == nil || *v != tc.status {
+		if v := statusFloor(p.names, got); v == nil || *v != tc.status {
 			t.Errorf("%s: status carries %+v, want %+v", tc.node, v, tc.status)
 		}
 	}
@@ -493,7 +484,7 @@ func TestNodeRecordKeepsWhatEvaluateReads(t *testing.T) {
 	if got.Status == nil || *got.Status != (reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}) {
 		t.Errorf("status values %+v, want 500 / 2048", got.Status)
 	}
-	want := policy.Published{Values: reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}, Held: reclaimable.Resources{CPUMilli: 100}, WriteTime: written}
+	want := policy.Published{Room: reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}, Held: reclaimable.Resources{CPUMilli: 100}, WriteTime: written}
 	if got.Published == nil || *got.Published != want {
 		t.Fatalf("published %+v, want %+v", got.Published, want)
 	}
@@ -504,7 +495,7 @@ func TestNodeRecordKeepsWhatEvaluateReads(t *testing.T) {
 		t.Errorf("the unchanged annotation was parsed again (%p, then %p)", first, got.Published)
 	}
 	// A publish changes it.
-	if got = record(full("9", text(300))); got.Published == first || got.Published == nil || got.Published.Values.CPUMilli != 300 {
+	if got = record(full("9", text(300))); got.Published == first || got.Published == nil || got.Published.Room.CPUMilli != 300 {
 		t.Errorf("after a publish of 300m the record says %+v", got.Published)
 	}
 	// Allocatable unlike capacity, no annotation, an annotation that does
@@ -642,15 +633,15 @@ func TestRefreshesDueTogetherAreSpreadOverCyclesOldestFirst(t *testing.T) {
 	oldest := time.Now().Add(-10 * time.Minute).Truncate(time.Second)
 	var objs []runtime.Object
 	for i := range due {
-		n := annotatedNode(t, fmt.Sprintf("n%03d", i), current, oldest.Add(time.Duration(i)*time.Second))
+		n := annotatedNode(fmt.Sprintf("n%03d", i), current, oldest.Add(time.Duration(i)*time.Second))
 		n.Status = corev1.NodeStatus{Capacity: status.DeepCopy(), Allocatable: status.DeepCopy()}
 		objs = append(objs, n)
 	}
 	// Due as well, and the newest, but the room of one went down (not a
 	// refresh) and the status of the other lacks the values (kubelet admits
 	// against it): neither waits.
-	objs = append(objs, annotatedNode(t, "lowered", reclaimable.Resources{CPUMilli: 2 * wantCPU, MemoryBytes: wantMem}, time.Now().Add(-2*time.Minute)),
-		annotatedNode(t, "unstatused", current, time.Now().Add(-2*time.Minute)))
+	objs = append(objs, annotatedNode("lowered", reclaimable.Resources{CPUMilli: 2 * wantCPU, MemoryBytes: wantMem}, time.Now().Add(-2*time.Minute)),
+		annotatedNode("unstatused", current, time.Now().Add(-2*time.Minute)))
 	p, client := newTestPublisherWith(t, ctx, o, objs...)
 
 	patched := map[string]int{}

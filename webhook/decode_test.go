@@ -17,6 +17,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	admissionv1 "k8s.io/api/admission/v1"
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/boundedjson"
 )
 
 // items is n comma-separated elements made by format from their index.
@@ -79,8 +81,8 @@ func TestBoundedDecodingStopsAtTheFirstElementPastTheBound(t *testing.T) {
 				junk = `"kPAST":!not json`
 			}
 			err := decode(items(c.max, c.element) + "," + pastTheBound)
-			var be *boundError
-			if !errors.As(err, &be) || be.field != c.field || be.max != c.max {
+			var be *boundedjson.Error
+			if !errors.As(err, &be) || be.Field != c.field || be.Max != c.max {
 				t.Fatalf("%d elements and junk: %v, want the bound of %q (%d)", c.max+1, err, c.field, c.max)
 			}
 			if msg := be.Error(); !strings.Contains(msg, fmt.Sprintf("%q has more than %d items", c.field, c.max)) {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sync/semaphore"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/logsample"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -43,6 +44,11 @@ type Handler struct {
 	// first request, from the slots and MaxRequestBytes.
 	budgetOnce sync.Once
 	budget     *semaphore.Weighted
+
+	// busyLogs, problemLogs and failLogs bound the lines that requests
+	// answered busy, unprocessable or refused can cause; the metrics count
+	// each of them.
+	busyLogs, problemLogs, failLogs *logsample.Sampler
 }
 
 // SetMaxInFlight bounds the reviews read and decoded at once, nodes and
@@ -67,7 +73,8 @@ func NewHandler(names reclaimable.Names, staleAfter time.Duration, alive func(ti
 	if reg == nil {
 		reg = prometheus.NewRegistry()
 	}
-	h := &Handler{metrics: newMetrics(reg), inflight: newInflight(DefaultMaxInFlight)}
+	h := &Handler{metrics: newMetrics(reg), inflight: newInflight(DefaultMaxInFlight),
+		busyLogs: logsample.Default(), problemLogs: logsample.Default(), failLogs: logsample.Default()}
 	h.bufs.New = func() any { return new(bytes.Buffer) }
 	h.nodes = newNodeMutator(names, staleAfter, alive, h.metrics)
 

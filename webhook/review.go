@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/boundedjson"
 )
 
 // The generic half of the webhook: reading, decoding and answering an
@@ -93,7 +95,7 @@ type mutator[O any] interface {
 // Arrays and maps of the slim objects are bounded (bounded.go).
 var reviewJSON = func() jsoniter.API {
 	api := jsoniter.Config{CaseSensitive: true, ValidateJsonRawMessage: true}.Froze()
-	api.RegisterExtension(&boundsExtension{})
+	api.RegisterExtension(boundsExtension)
 	// A skipped value is checked and passed over, never copied: the object
 	// of a review read again for its envelope may be megabytes.
 	jsoniter.RegisterTypeDecoderFunc(reflect.TypeFor[skipped]().String(), func(_ unsafe.Pointer, it *jsoniter.Iterator) { it.Skip() })
@@ -234,13 +236,17 @@ func (s *reviewServer[O, P]) busy(w http.ResponseWriter, body []byte, st *review
 	}
 	st.uid = uid
 	msg := "kube-reclaim webhook: " + why
-	log := logrus.WithFields(logrus.Fields{"uid": truncated(string(uid)), "route": s.route})
+	log, logged := s.h.busyLogs.Allow(logrus.WithFields(logrus.Fields{"uid": truncated(string(uid)), "route": s.route}))
 	if !s.failClosed {
-		log.Warn(msg + "; allowing the node review unchanged")
+		if logged {
+			log.Warn(msg + "; allowing the node review unchanged")
+		}
 		s.h.answer(w, st, nil)
 		return
 	}
-	log.Warn(msg + "; refusing the pod")
+	if logged {
+		log.Warn(msg + "; refusing the pod")
+	}
 	s.h.respond(w, st, &admissionv1.AdmissionResponse{UID: uid, Result: &metav1.Status{
 		Status: metav1.StatusFailure, Code: http.StatusTooManyRequests, Reason: metav1.StatusReasonTooManyRequests,
 		Message: msg + "; the " + strings.ToLower(s.gk.Kind) + " is refused rather than admitted without the limits the webhook sets: retry",
@@ -339,7 +345,7 @@ func (s *reviewServer[O, P]) malformed(w http.ResponseWriter, body []byte, decod
 		return OutcomeSkipped
 	}
 	kind := ErrMalformed
-	if be := (*boundError)(nil); errors.As(decodeErr, &be) {
+	if be := (*boundedjson.Error)(nil); errors.As(decodeErr, &be) {
 		kind = ErrTooManyItems
 	}
 	s.unprocessed(w, st, kind, decodeErr)
@@ -542,7 +548,8 @@ func (h *Handler) respond(w http.ResponseWriter, st *reviewState, resp *admissio
 	_, _ = w.Write(b)
 }
 
-// problem counts and logs an error answered allowed unchanged, or denied
+// problem counts and logs (a few lines a second, see logsample) an error
+// answered allowed unchanged, or denied
 // when failClosed.
 func (h *Handler) problem(st *reviewState, kind string, err error, failClosed bool) {
 	h.metrics.errors.WithLabelValues(kind).Inc()
@@ -550,16 +557,20 @@ func (h *Handler) problem(st *reviewState, kind string, err error, failClosed bo
 	if failClosed {
 		msg = "cannot mutate the object; denying the request"
 	}
-	logrus.WithFields(logrus.Fields{"uid": truncated(string(st.uid)), "name": st.name, "kind": kind, logrus.ErrorKey: truncated(err.Error())}).Warn(msg)
+	if log, ok := h.problemLogs.Allow(logrus.WithFields(logrus.Fields{"uid": truncated(string(st.uid)), "name": st.name, "kind": kind, logrus.ErrorKey: truncated(err.Error())})); ok {
+		log.Warn(msg)
+	}
 }
 
 // fail answers with an HTTP error (the apiserver applies failurePolicy Ignore).
 func (h *Handler) fail(w http.ResponseWriter, kind string, code int, msg string, err error) {
 	h.metrics.errors.WithLabelValues(kind).Inc()
-	log := logrus.WithFields(logrus.Fields{"kind": kind, "code": code})
-	if err != nil && !strings.Contains(msg, err.Error()) {
+	log, ok := h.failLogs.Allow(logrus.WithFields(logrus.Fields{"kind": kind, "code": code}))
+	if ok && err != nil && !strings.Contains(msg, err.Error()) {
 		log = log.WithField(logrus.ErrorKey, truncated(err.Error()))
 	}
-	log.Warn(truncated(msg))
+	if ok {
+		log.Warn(truncated(msg))
+	}
 	http.Error(w, msg, code)
 }

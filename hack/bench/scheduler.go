@@ -44,6 +44,7 @@ import (
 type schedulerConfig struct {
 	nodes, pods, workers, warmup int
 	extenderQPS                  int
+	extenderArgs                 string
 	cpuMilli                     int64
 	memBytes                     int64
 	heartbeat                    time.Duration
@@ -80,6 +81,7 @@ func (c *schedulerConfig) flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.workers, "workers", 50, "concurrent pod creators")
 	fs.IntVar(&c.warmup, "warmup", 1000, "pods of each kind scheduled and deleted before the timed phases: as many as a timed phase, so that the processes' caches and heaps have grown to their size before the first timed phase")
 	fs.IntVar(&c.extenderQPS, "extender-qps", 500, "the extender's --kube-api-qps (burst twice that); 500 is what test/cluster gives kube-scheduler, the deployed default is 50")
+	fs.StringVar(&c.extenderArgs, "extender-args", "", "more flags for the extender, separated by spaces, after the deployed ones (an A/B of a setting, e.g. --max-in-flight-binds=32)")
 	fs.Int64Var(&c.cpuMilli, "cpu", 100, "CPU per pod in millicores (reclaimed-cpu or cpu)")
 	fs.Int64Var(&c.memBytes, "memory", 128<<20, "memory per pod in bytes (reclaimed-memory or memory)")
 	fs.DurationVar(&c.heartbeat, "heartbeat", 5*time.Minute, "kwok node status write interval: 5m is when a kubelet with node Leases posts an unchanged status; 10s writes as often as it computes one, a background that took most of this machine's two cores")
@@ -110,6 +112,11 @@ type phaseResult struct {
 	// NodesPerCall: mean node names per extender call during the phase, by
 	// verb (reclaimed phase only).
 	NodesPerCall map[string]float64 `json:"nodesPerCall,omitempty"`
+	// ExtenderBusyPerPod: extender calls answered 429 (every in-flight slot
+	// of the verb taken) per pod bound during the phase, by verb
+	// (reclaimed phase only): each sends its pod back to the scheduler's
+	// queue.
+	ExtenderBusyPerPod map[string]float64 `json:"extenderBusyPerPod,omitempty"`
 	// AlgorithmMeanMs: kube-scheduler's mean scheduling algorithm time per
 	// pod during the phase (filters and scores, the extender's calls
 	// included: the serial part of a scheduling cycle); 0 if not read.
@@ -381,6 +388,7 @@ func (b *schedBench) run(ctx context.Context) (*schedulerResult, error) {
 			if after, err := scrape(ctx, *extMetrics); err == nil {
 				p.ExtenderMeanMs = meanDelta(verbTimes(before, extenderDurationMetric, "route"), verbTimes(after, extenderDurationMetric, "route"), 1000)
 				p.NodesPerCall = meanDelta(verbTimes(before, nodesPerCallMetric, "verb"), verbTimes(after, nodesPerCallMetric, "verb"), 1)
+				p.ExtenderBusyPerPod = busyPerPod(before, after, p.Bound)
 			}
 		}
 		if algoAfter, err := b.algorithmTime(ctx); err == nil {
@@ -430,7 +438,7 @@ func mergePhases(ps []phaseResult) phaseResult {
 		dst *map[string]float64
 		w   float64
 	}
-	means := []*mean{{dst: &m.ExtenderMeanMs}, {dst: &m.NodesPerCall}, {dst: &m.CPUPerPodMs}, {dst: &m.APIPerPod}}
+	means := []*mean{{dst: &m.ExtenderMeanMs}, {dst: &m.NodesPerCall}, {dst: &m.CPUPerPodMs}, {dst: &m.APIPerPod}, {dst: &m.ExtenderBusyPerPod}}
 	var algoW float64
 	var notes []string
 	for _, p := range ps {
@@ -444,7 +452,7 @@ func mergePhases(ps []phaseResult) phaseResult {
 			m.AlgorithmMeanMs += p.AlgorithmMeanMs * w
 			algoW += w
 		}
-		for i, src := range []map[string]float64{p.ExtenderMeanMs, p.NodesPerCall, p.CPUPerPodMs, p.APIPerPod} {
+		for i, src := range []map[string]float64{p.ExtenderMeanMs, p.NodesPerCall, p.CPUPerPodMs, p.APIPerPod, p.ExtenderBusyPerPod} {
 			if len(src) == 0 {
 				continue
 			}
@@ -503,6 +511,9 @@ func printScheduler(out io.Writer, r *schedulerResult) {
 		r.Reclaimed.AlgorithmMeanMs, r.Native.AlgorithmMeanMs)
 	if m := r.Reclaimed.ExtenderMeanMs; len(m) > 0 {
 		fmt.Fprintf(out, "extender mean server time during the reclaimed phases: %s\n", byVerb(m, "%.2f ms"))
+	}
+	if b := r.Reclaimed.ExtenderBusyPerPod; len(b) > 0 {
+		fmt.Fprintf(out, "extender calls answered 429 (busy: every in-flight slot of the verb taken) per reclaimed pod: %s\n", byVerb(b, "%.3f"))
 	}
 	if n := r.Reclaimed.NodesPerCall; len(n) > 0 {
 		fmt.Fprintf(out, "nodes per extender call during the reclaimed phases (profile %s, percentageOfNodesToScore %d): %s\n",
@@ -969,6 +980,28 @@ func byVerb(m map[string]float64, format string) string {
 	return strings.Join(parts, ", ")
 }
 
+// busyPerPod is the extender's calls answered 429 between two scrapes of
+// its request histogram, by route, per pod bound; every route that had one
+// (unlike perPod, no share is too small to show).
+func busyPerPod(before, after map[string]*dto.MetricFamily, pods int) map[string]float64 {
+	count := func(families map[string]*dto.MetricFamily) map[string]float64 {
+		out := map[string]float64{}
+		for _, m := range families[extenderDurationMetric].GetMetric() {
+			if labelValue(m, "code") == strconv.Itoa(http.StatusTooManyRequests) {
+				out[labelValue(m, "route")] += float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+		return out
+	}
+	b, out := count(before), map[string]float64{}
+	for route, a := range count(after) {
+		if d := a - b[route]; d > 0 && pods > 0 {
+			out[route] = d / float64(pods)
+		}
+	}
+	return out
+}
+
 // verbTime is the sum and count of a request histogram.
 type verbTime struct{ sum, count float64 }
 
@@ -1250,6 +1283,7 @@ func (b *schedBench) startExtender(ctx context.Context, ext *extenderProcess) er
 		// No publisher runs: the annotation's write time alone bounds staleness.
 		"--publisher-lease-name=",
 		fmt.Sprintf("--kube-api-qps=%d", b.cfg.extenderQPS), fmt.Sprintf("--kube-api-burst=%d", 2*b.cfg.extenderQPS))
+	args = append(args, strings.Fields(b.cfg.extenderArgs)...)
 	if err := c.StartProcessWithEnv(stack.Extender, ext.bin, append(slices.Clone(dep.Env[stack.Extender]), ext.env...), args...); err != nil {
 		return err
 	}

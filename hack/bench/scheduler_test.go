@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"maps"
 	"math"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	"sigs.k8s.io/yaml"
@@ -225,5 +227,32 @@ func TestSetPluginArgRefusesAProfileWithoutThePlugin(t *testing.T) {
 	p := configv1.KubeSchedulerProfile{SchedulerName: &name}
 	if err := setPluginArg(&p, "publisherLeaseName", "-"); err == nil || !strings.Contains(err.Error(), "no KubeReclaim args") {
 		t.Errorf("setPluginArg on a profile without the plugin: %v", err)
+	}
+}
+
+func TestBusyPerPodCountsOnlyCallsAnswered429BetweenScrapes(t *testing.T) {
+	scrape := func(bind429, filter429, bind200 int) map[string]*dto.MetricFamily {
+		t.Helper()
+		text := "# TYPE kube_reclaim_extender_http_request_duration_seconds histogram\n"
+		for _, c := range []struct {
+			code, route string
+			n           int
+		}{{"429", "bind", bind429}, {"429", "filter", filter429}, {"200", "bind", bind200}} {
+			text += fmt.Sprintf("kube_reclaim_extender_http_request_duration_seconds_bucket{code=%q,route=%q,le=\"+Inf\"} %d\n", c.code, c.route, c.n)
+			text += fmt.Sprintf("kube_reclaim_extender_http_request_duration_seconds_sum{code=%q,route=%q} 1\n", c.code, c.route)
+			text += fmt.Sprintf("kube_reclaim_extender_http_request_duration_seconds_count{code=%q,route=%q} %d\n", c.code, c.route, c.n)
+		}
+		families, err := parseExposition(strings.NewReader(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return families
+	}
+	got := busyPerPod(scrape(5, 2, 100), scrape(9, 2, 1100), 1000)
+	if len(got) != 1 || math.Abs(got["bind"]-0.004) > 1e-12 {
+		t.Errorf("busyPerPod = %v, want only bind at 4 calls in 1000 pods (0.004)", got)
+	}
+	if got := busyPerPod(scrape(5, 2, 100), scrape(5, 2, 1100), 1000); len(got) != 0 {
+		t.Errorf("with no new 429: %v, want none", got)
 	}
 }

@@ -71,23 +71,17 @@ func loadManifests(overlay, namespace string, names reclaimable.Names) (*install
 		var into any
 		switch o.GetKind() {
 		case "ValidatingAdmissionPolicy":
-			m.policies = append(m.policies, admissionregistrationv1.ValidatingAdmissionPolicy{})
-			into = &m.policies[len(m.policies)-1]
+			into = appendNew(&m.policies)
 		case "ValidatingAdmissionPolicyBinding":
-			m.bindings = append(m.bindings, admissionregistrationv1.ValidatingAdmissionPolicyBinding{})
-			into = &m.bindings[len(m.bindings)-1]
+			into = appendNew(&m.bindings)
 		case "MutatingWebhookConfiguration":
-			m.webhooks = append(m.webhooks, admissionregistrationv1.MutatingWebhookConfiguration{})
-			into = &m.webhooks[len(m.webhooks)-1]
+			into = appendNew(&m.webhooks)
 		case "Deployment":
-			m.deployments = append(m.deployments, appsv1.Deployment{})
-			into = &m.deployments[len(m.deployments)-1]
+			into = appendNew(&m.deployments)
 		case "DaemonSet":
-			m.daemonSets = append(m.daemonSets, appsv1.DaemonSet{})
-			into = &m.daemonSets[len(m.daemonSets)-1]
+			into = appendNew(&m.daemonSets)
 		case "Service":
-			m.services = append(m.services, corev1.Service{})
-			into = &m.services[len(m.services)-1]
+			into = appendNew(&m.services)
 		default:
 			continue
 		}
@@ -96,6 +90,12 @@ func loadManifests(overlay, namespace string, names reclaimable.Names) (*install
 		}
 	}
 	return m, nil
+}
+
+// appendNew appends a zero T to s and returns it, to be decoded into.
+func appendNew[T any](s *[]T) *T {
+	*s = append(*s, *new(T))
+	return &(*s)[len(*s)-1]
 }
 
 // Names in policy expressions: resource, label and annotation keys of the

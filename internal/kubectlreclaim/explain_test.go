@@ -114,8 +114,7 @@ Memory: metrics-stale
 }
 
 func TestExplainFailsClearlyWithoutAReadableAnnotation(t *testing.T) {
-	malformed := bareNode("node-m")
-	malformed.Annotations[testNames.Annotation] = `{"cpu": -5, "writeTime": "2026-03-01T11:59:00Z"}`
+	malformed := bare("node-m").RawAnnotation(`{"cpu": -5, "writeTime": "2026-03-01T11:59:00Z"}`).Obj()
 	w := fourNodes()
 	w.objects = append(w.objects, malformed)
 	tests := []struct {

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
-	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease/leasetest"
 	"slices"
 	"testing"
 	"time"
@@ -15,13 +13,15 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
+	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease/leasetest"
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -93,48 +93,32 @@ func run(t *testing.T, w world, args ...string) (string, string, error) {
 	return out.String(), errOut.String(), err
 }
 
-func annotated(name string, a reclaimable.Annotation, status reclaimable.Resources) *corev1.Node {
-	v, err := a.Marshal()
-	if err != nil {
-		panic(err)
-	}
-	n := bareNode(name)
-	n.Annotations[testNames.Annotation] = v
-	for _, l := range []corev1.ResourceList{n.Status.Capacity, n.Status.Allocatable} {
-		l[testNames.CPU] = *resource.NewQuantity(status.CPUMilli, resource.DecimalSI)
-		l[testNames.Memory] = *resource.NewQuantity(status.MemoryBytes, resource.BinarySI)
-	}
-	return n
+// annotated is a bare node carrying annotation a, its status at floor.
+func annotated(name string, a reclaimable.Annotation, floor reclaimable.Resources) *corev1.Node {
+	return bare(name).Annotation(a).Floor(floor).Obj()
 }
 
-func bareNode(name string) *corev1.Node {
-	return &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"kubernetes.io/hostname": name}, Annotations: map[string]string{}},
-		Status: corev1.NodeStatus{
-			Capacity:    corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")},
-			Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")},
-		},
-	}
+func bareNode(name string) *corev1.Node { return bare(name).Obj() }
+
+// bare is a node of 16 cores and 64Gi that kube-reclaim has not touched.
+func bare(name string) *testobj.NodeWrapper {
+	return testobj.MakeNode().Name(name).Label("kubernetes.io/hostname", name).NoAnnotations().Capacity("16", "64Gi")
 }
 
 // pod is a pod in namespace ns on node ("" for unbound) asking cpu/memory
 // of the reclaimed resources (requests == limits) when they are not empty.
 func pod(ns, name, node, cpu, memory string, phase corev1.PodPhase) *corev1.Pod {
-	res := corev1.ResourceRequirements{Requests: corev1.ResourceList{}, Limits: corev1.ResourceList{}}
-	if cpu != "" {
-		res.Requests[testNames.CPU] = resource.MustParse(cpu)
-		res.Limits[testNames.CPU] = resource.MustParse(cpu)
+	return testobj.MakePod().Namespace(ns).Name(name).UID(ns+"/"+name).CreatedAt(now.Add(-5*time.Minute)).Label("app", name).
+		Node(node).Container("c", "busybox").Reclaimed(amount(cpu), amount(memory)).Phase(phase).Obj()
+}
+
+// amount is the value of quantity q, 0 when q is empty.
+func amount(q string) int64 {
+	if q == "" {
+		return 0
 	}
-	if memory != "" {
-		res.Requests[testNames.Memory] = resource.MustParse(memory)
-		res.Limits[testNames.Memory] = resource.MustParse(memory)
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID(ns + "/" + name),
-			CreationTimestamp: metav1.NewTime(now.Add(-5 * time.Minute)), Labels: map[string]string{"app": name}},
-		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "busybox", Resources: res}}},
-		Status: corev1.PodStatus{Phase: phase},
-	}
+	v := resource.MustParse(q)
+	return v.Value()
 }
 
 func nodeMetrics(name string, cpu, memory string, ago time.Duration) metricsv1beta1.NodeMetrics {

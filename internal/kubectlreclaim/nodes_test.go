@@ -346,9 +346,7 @@ func TestNodesStaleAfterDecidesWhatCounts(t *testing.T) {
 
 func TestNodesResourceDomainSelectsOtherNames(t *testing.T) {
 	other := reclaimable.MustNames("example.com")
-	n := bareNode("node-x")
-	v, _ := reclaimable.Annotation{CPUMilli: 1500, MemoryBytes: 2 * gib, Policy: "request", WriteTime: now.Add(-time.Minute)}.Marshal()
-	n.Annotations[other.Annotation] = v
+	n := bare("node-x").Domain(other).Annotation(reclaimable.Annotation{CPUMilli: 1500, MemoryBytes: 2 * gib, Policy: "request", WriteTime: now.Add(-time.Minute)}).Obj()
 	p := pod("batch", "p", "node-x", "", "", corev1.PodRunning)
 	p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{other.CPU: mustQuantity("500"), other.Memory: mustQuantity("1Gi")}
 	p.Spec.Containers[0].Resources.Limits = p.Spec.Containers[0].Resources.Requests

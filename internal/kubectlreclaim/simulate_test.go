@@ -25,6 +25,7 @@ import (
 	metricsfake "k8s.io/metrics/pkg/client/clientset/versioned/fake"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
 
@@ -51,18 +52,17 @@ type simResult struct {
 }
 
 func simNode(name string, labels map[string]string) *corev1.Node {
-	l := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10"), corev1.ResourceMemory: resource.MustParse("10Gi")}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{}},
-		Status: corev1.NodeStatus{Capacity: l, Allocatable: l.DeepCopy()}}
+	n := testobj.MakeNode().Name(name).NoAnnotations().Capacity("10", "10Gi")
+	for k, v := range labels {
+		n.Label(k, v)
+	}
+	return n.Obj()
 }
 
 // regularPod is a running pod on node requesting native cpu/memory.
 func regularPod(name, node, cpu, memory string) *corev1.Pod {
-	req := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
-	start := metav1.NewTime(now.Add(-time.Hour))
-	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec:   corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: req}}}},
-		Status: corev1.PodStatus{Phase: corev1.PodRunning, StartTime: &start}}
+	return testobj.MakePod().Namespace("default").Name(name).Node(node).Req(cpu, memory).
+		Phase(corev1.PodRunning).StartedAt(now.Add(-time.Hour)).Obj()
 }
 
 func simulate(t *testing.T, w simWorld, args ...string) simResult {
@@ -211,12 +211,8 @@ func TestSimulateComputesTheDefaultPolicyFromNodesPodsAndMetrics(t *testing.T) {
 }
 
 func TestSimulateComparesPublishedValuesAndASecondPolicy(t *testing.T) {
-	published := simNode("n1", map[string]string{"pool": "batch"})
-	ann, err := reclaimable.Annotation{CPUMilli: 4000, MemoryBytes: 4 << 30, Policy: "usage", WriteTime: now.Add(-time.Minute)}.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	published.Annotations[testNames.Annotation] = ann
+	published := testobj.MakeNode().Name("n1").Label("pool", "batch").Capacity("10", "10Gi").
+		Room(4000, 4<<30).WrittenAt(now.Add(-time.Minute)).Obj()
 	w := simWorld{objects: []runtime.Object{published, simNode("n2", nil)},
 		usage: map[string][2]string{"n1": {"2", "1Gi"}, "n2": {"1", "1Gi"}}}
 	larger := writePolicy(t, "default:\n  cpu:\n    margin: 0.5\n  memory:\n    margin: 0.5\n")

@@ -53,9 +53,9 @@ func leftovers() []runtime.Object {
 		annotated("node-a", reclaimable.Annotation{CPUMilli: 2000, MemoryBytes: 4 << 30, WriteTime: now}, reclaimable.Resources{CPUMilli: 2000, MemoryBytes: 4 << 30}),
 		bareNode("node-b"),
 		statusOnly,
-		pod("batch", "running", "node-a", "500m", "1Gi", corev1.PodRunning),
-		pod("batch", "pending", "", "500m", "1Gi", corev1.PodPending),
-		pod("batch", "done", "node-a", "500m", "1Gi", corev1.PodSucceeded),
+		pod("batch", "running", "node-a", "500", "1Gi", corev1.PodRunning),
+		pod("batch", "pending", "", "500", "1Gi", corev1.PodPending),
+		pod("batch", "done", "node-a", "500", "1Gi", corev1.PodSucceeded),
 		pod("web", "regular", "node-a", "", "", corev1.PodRunning),
 	}
 }

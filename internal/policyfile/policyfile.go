@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kube-reclaim/kube-reclaim/policy"
 )
@@ -68,24 +69,17 @@ func (f *File) Run(ctx context.Context) {
 	if f.path == "" || f.interval <= 0 {
 		return
 	}
-	t := time.NewTicker(f.interval)
-	defer t.Stop()
 	var lastBad []byte
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	wait.NonSlidingUntilWithContext(ctx, func(context.Context) {
 		data, err := os.ReadFile(f.path)
 		if err != nil {
 			// A ConfigMap volume is briefly unreadable while its symlink is
 			// swapped; not a new version.
 			logrus.WithError(err).WithField("file", f.path).Warn("cannot read policy file; keeping the last good policy")
-			continue
+			return
 		}
 		if bytes.Equal(data, f.last) || bytes.Equal(data, lastBad) {
-			continue
+			return
 		}
 		cfg, warnings, err := Parse(data)
 		if err != nil {
@@ -94,7 +88,7 @@ func (f *File) Run(ctx context.Context) {
 			if f.OnReload != nil {
 				f.OnReload(f.current.Load(), err)
 			}
-			continue
+			return
 		}
 		f.last, lastBad = data, nil
 		logWarnings(f.path, warnings)
@@ -103,7 +97,7 @@ func (f *File) Run(ctx context.Context) {
 		if f.OnReload != nil {
 			f.OnReload(cfg, nil)
 		}
-	}
+	}, f.interval)
 }
 
 // logWarnings logs what a new version of the file should change, once per

@@ -11,9 +11,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 	metricsv1beta1 "k8s.io/metrics/pkg/apis/metrics/v1beta1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/policy"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -36,11 +36,8 @@ func list(kv ...string) corev1.ResourceList {
 }
 
 func pod(name string, phase corev1.PodPhase, req corev1.ResourceList) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name, UID: types.UID("uid-" + name)},
-		Spec:       corev1.PodSpec{NodeName: "n1", Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: req, Limits: req}}}},
-		Status:     corev1.PodStatus{Phase: phase},
-	}
+	return testobj.MakePod().Namespace("ns").Name(name).UID("uid-" + name).Node("n1").
+		Resources(corev1.ResourceRequirements{Requests: req, Limits: req}).Phase(phase).Obj()
 }
 
 func nodeMetrics(name string, at time.Time, cpu, mem string) metricsv1beta1.NodeMetrics {
@@ -55,10 +52,7 @@ func podMetrics(name string, at time.Time, cpu, mem string) metricsv1beta1.PodMe
 func TestNodeAssemblesWhatThePolicyReads(t *testing.T) {
 	n := names(t)
 	t0 := time.Unix(1_700_000_000, 0).UTC()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{
-		Capacity:    list("cpu", "8", "memory", "16Gi"),
-		Allocatable: list("cpu", "7500m", "memory", "15Gi"),
-	}}
+	node := testobj.MakeNode().Name("n1").Capacity("8", "16Gi").Allocatable("7500m", "15Gi").Obj()
 	regular := pod("regular", corev1.PodRunning, list("cpu", "1", "memory", "1Gi"))
 	regular.Status.StartTime = &metav1.Time{Time: t0.Add(-time.Hour)}
 	batch := pod("batch", corev1.PodRunning, list(string(n.CPU), "1500", string(n.Memory), "2048"))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sirupsen/logrus"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // CertReloader serves a certificate and key read from files and re-reads them
@@ -85,25 +86,18 @@ func (r *CertReloader) setErr(err error) error {
 // Run polls the files every interval until ctx ends. Polling rather than
 // inotify: Secret volumes swap a symlink, which inotify watchers often miss.
 func (r *CertReloader) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			changed, err := r.reload()
-			switch {
-			case err != nil:
-				logrus.WithError(err).WithField("cert", r.certFile).Warn("serving certificate not reloaded; keeping the previous one")
-			case changed:
-				r.mu.RLock()
-				leaf := r.cert.Leaf
-				r.mu.RUnlock()
-				logrus.WithFields(logrus.Fields{"cert": r.certFile, "serial": leaf.SerialNumber.String(), "notAfter": leaf.NotAfter}).Info("serving certificate reloaded")
-			}
+	wait.NonSlidingUntilWithContext(ctx, func(context.Context) {
+		changed, err := r.reload()
+		switch {
+		case err != nil:
+			logrus.WithError(err).WithField("cert", r.certFile).Warn("serving certificate not reloaded; keeping the previous one")
+		case changed:
+			r.mu.RLock()
+			leaf := r.cert.Leaf
+			r.mu.RUnlock()
+			logrus.WithFields(logrus.Fields{"cert": r.certFile, "serial": leaf.SerialNumber.String(), "notAfter": leaf.NotAfter}).Info("serving certificate reloaded")
 		}
-	}
+	}, interval)
 }
 
 // GetCertificate is the tls.Config hook.

@@ -20,6 +20,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/cache"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/logsample"
 )
 
 // reviewCacheSize bounds each cache. Refused tokens have a cache of their
@@ -262,8 +264,15 @@ func NewAuthorizedHandler(r *Reviewer, reg prometheus.Registerer, next http.Hand
 		w.Header().Set("Retry-After", strconv.Itoa(retryAfterSeconds))
 		http.Error(w, "Too Many Requests: too many "+what+"s in flight; retry later", http.StatusTooManyRequests)
 	}
+	// A review that fails, fails for every caller at once (the API server
+	// or the reviews' client is out): a few lines a second say so.
+	errLogs := logsample.Default()
+	logErr := func(req *http.Request, err error, fields logrus.Fields, msg string) {
+		if log, ok := errLogs.Allow(logrus.WithFields(logrus.Fields{"remote": req.RemoteAddr, "path": req.URL.Path})); ok {
+			log.WithError(err).WithFields(fields).Warn(msg)
+		}
+	}
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		log := logrus.WithFields(logrus.Fields{"remote": req.RemoteAddr, "path": req.URL.Path})
 		header := req.Header.Get("Authorization")
 		token, ok := bearerToken(header)
 		if !ok {
@@ -281,7 +290,7 @@ func NewAuthorizedHandler(r *Reviewer, reg prometheus.Registerer, next http.Hand
 			return
 		case err != nil:
 			outcomes.WithLabelValues(OutcomeAuthnError).Inc()
-			log.WithError(err).Warn("metrics request: the bearer token could not be reviewed")
+			logErr(req, err, nil, "metrics request: the bearer token could not be reviewed")
 			http.Error(w, "Service Unavailable: the bearer token could not be reviewed: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		case !ok:
@@ -295,7 +304,7 @@ func NewAuthorizedHandler(r *Reviewer, reg prometheus.Registerer, next http.Hand
 			return
 		case err != nil:
 			outcomes.WithLabelValues(OutcomeAuthzError).Inc()
-			log.WithError(err).WithField("user", user.Username).Warn("metrics request: access could not be reviewed")
+			logErr(req, err, logrus.Fields{"user": user.Username}, "metrics request: access could not be reviewed")
 			http.Error(w, "Service Unavailable: access could not be reviewed: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		case !allowed:

@@ -221,7 +221,7 @@ func newPlugin(ctx context.Context, args Args, names reclaimable.Names, h framew
 				Warn("publisher lease informer not synced yet; reclaimed pods wait until it is")
 		}
 	}
-	go p.cache.RunExpiry(ctx, max(10*time.Millisecond, min(time.Second, args.AssumeTimeout.Duration/4)))
+	go p.cache.RunExpiry(ctx, p.cache.ExpiryInterval())
 	logrus.WithFields(logrus.Fields{"plugin": Name, "strategy": args.Strategy, "staleAfter": args.StaleAfter.Duration,
 		"resourceDomain": args.ResourceDomain}).Info("placement plugin ready")
 	return p, nil

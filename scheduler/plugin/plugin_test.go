@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	fwk "k8s.io/kube-scheduler/framework"
@@ -23,7 +22,7 @@ import (
 	schedmetrics "k8s.io/kubernetes/pkg/scheduler/metrics"
 	tf "k8s.io/kubernetes/pkg/scheduler/testing/framework"
 
-	"github.com/kube-reclaim/kube-reclaim/enforcement"
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/placement"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 )
@@ -32,29 +31,17 @@ const gi = int64(1) << 30
 
 var testNames = reclaimable.MustNames(reclaimable.DefaultDomain)
 
-// node publishes cpu millicores and mem bytes of reclaimed room, written
-// age ago, on a node of 8 cores and 8Gi.
+// node publishes cpu millicores and mem bytes of room, written age ago, on
+// a node of 8 cores and 8Gi.
 func node(name string, cpu, mem int64, age time.Duration) *corev1.Node {
-	a, err := reclaimable.Annotation{CPUMilli: cpu, MemoryBytes: mem, Policy: "usage", WriteTime: time.Now().Add(-age)}.Marshal()
-	if err != nil {
-		panic(err)
-	}
-	room := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("8Gi")}
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Annotations: map[string]string{testNames.Annotation: a}},
-		Status: corev1.NodeStatus{Allocatable: room, Capacity: room}}
+	return testobj.MakeNode().Name(name).Capacity("8", "8Gi").Room(cpu, mem).WrittenAt(time.Now().Add(-age)).Obj()
 }
 
 // pod asks cpu millicores and mem bytes of reclaimed resources, with the
 // limits the pod webhook sets.
 func pod(name, nodeName string, cpu, mem int64) *corev1.Pod {
-	r := corev1.ResourceList{testNames.CPU: *resource.NewQuantity(cpu, resource.DecimalSI), testNames.Memory: *resource.NewQuantity(mem, resource.BinarySI)}
-	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "batch", Name: name, UID: types.UID("uid-" + name)},
-		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "main",
-			Resources: corev1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}}}}}
-	if _, err := enforcement.Enforce(&p.Spec, testNames); err != nil {
-		panic(err)
-	}
-	return p
+	return testobj.MakePod().Namespace("batch").Name(name).UID("uid-"+name).Node(nodeName).
+		Container("main", "").Reclaimed(cpu, mem).Enforced().Obj()
 }
 
 type fixture struct {
@@ -169,8 +156,7 @@ func TestPreFilterSkipsOrRefusesPodsItCannotPlace(t *testing.T) {
 	unenforced := pod("unenforced", "", 1000, gi)
 	unenforced.Spec.Containers[0].Resources.Limits = corev1.ResourceList{testNames.CPU: resource.MustParse("1"), testNames.Memory: resource.MustParse("1Gi")}
 	unenforced.Spec.Containers[0].Resources.Requests = unenforced.Spec.Containers[0].Resources.Limits.DeepCopy()
-	native := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "web", Name: "native", UID: "uid-native"},
-		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "main"}}}}
+	native := testobj.MakePod().Namespace("web").Name("native").UID("uid-native").Container("main", "").Obj()
 	tests := []struct {
 		name string
 		pod  *corev1.Pod

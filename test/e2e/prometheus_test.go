@@ -31,20 +31,15 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/internal/ociimage"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
-	"github.com/kube-reclaim/kube-reclaim/test/images"
 	"github.com/kube-reclaim/kube-reclaim/test/promserver"
 )
 
 // The install the Prometheus test scrapes: kube-reclaim's image under a
-// name of the test's, kube-scheduler under the name the manifests use,
-// metrics-server under one of the test's.
+// tag of the test's (framework.BuildInstallImages).
 const (
-	promImageRepo    = "kube-reclaim.local/kube-reclaim"
-	promImageTag     = "prometheus-test"
-	promSchedImage   = "registry.k8s.io/kube-scheduler:v1.34.4"
-	promMetricsImage = "kube-reclaim.local/metrics-server:v0.7.2"
-	promNamespace    = "kube-reclaim"
-	promPolicyMap    = "kube-reclaim-policy"
+	promImageTag  = "prometheus-test"
+	promNamespace = "kube-reclaim"
+	promPolicyMap = "kube-reclaim-policy"
 	// The test's scrape and evaluation intervals replace the PodMonitors'
 	// and the rule groups' (30s). Rules are evaluated more often than
 	// targets are scraped, so that an alert fires within its for plus one
@@ -107,15 +102,8 @@ func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 	work := t.TempDir()
 
 	start := time.Now()
-	img, err := framework.BuildInstallImage(ctx, root, filepath.Join(work, "image"), promImageRepo, promImageTag, nil)
+	_, tarballs, err := framework.BuildInstallImages(ctx, root, filepath.Join(work, "image"), promImageTag, nil, bins)
 	if err != nil {
-		t.Fatal(err)
-	}
-	tarballs := []string{img.Tarball, filepath.Join(work, "kube-scheduler.oci.tar"), filepath.Join(work, "metrics-server.oci.tar")}
-	if err := images.PackDynamic(bins.Scheduler, "/usr/local/bin/kube-scheduler", promSchedImage, tarballs[1]); err != nil {
-		t.Fatal(err)
-	}
-	if err := images.PackDynamic(bins.MetricsServer, "/usr/local/bin/metrics-server", promMetricsImage, tarballs[2]); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("images built in %s", time.Since(start).Round(time.Millisecond))
@@ -146,11 +134,11 @@ func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 
 	// metrics-server first, as deploy/README.md asks (the install test's
 	// manifest).
-	ms, err := os.ReadFile(filepath.Join(root, "test", "integration", "testdata", "metrics-server.yaml"))
+	ms, err := framework.MetricsServerManifest(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	apply("metrics-server.yaml", []byte(strings.ReplaceAll(string(ms), "METRICS_SERVER_IMAGE", promMetricsImage)))
+	apply("metrics-server.yaml", ms)
 
 	// The shipped overlay and monitoring component, in a kustomization of
 	// one's own as deploy/README.md describes, rendered by kustomize. The
@@ -158,7 +146,7 @@ func TestPrometheusAlertsOnARealInstall(t *testing.T) {
 	// which this cluster does not run: the test translates them itself.
 	objs, err := deploy.ObjectsWith("prometheus-test", map[string]string{"prometheus-test/kustomization.yaml": fmt.Sprintf(
 		"resources: [../default]\ncomponents: [../components/monitoring]\nimages:\n  - name: %s\n    newName: %s\n    newTag: %s\n",
-		ociimage.DefaultRepository, promImageRepo, promImageTag)})
+		ociimage.DefaultRepository, framework.InstallImageRepo, promImageTag)})
 	if err != nil {
 		t.Fatal(err)
 	}

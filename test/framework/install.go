@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/ociimage"
+	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/images"
 )
 
@@ -21,6 +23,46 @@ import (
 type InstallImage struct {
 	Tag, Tarball, Version string
 	Took                  time.Duration
+}
+
+// The images of an install onto real nodes: kube-reclaim's under
+// InstallImageRepo (BuildInstallImage), and kube-scheduler's and
+// metrics-server's, packed from the cached binaries under the names the
+// shipped manifests and the metrics-server manifest of
+// test/integration/testdata use.
+const (
+	InstallImageRepo          = "kube-reclaim.local/kube-reclaim"
+	InstallSchedulerImage     = "registry.k8s.io/kube-scheduler:v1.34.4"
+	InstallMetricsServerImage = "kube-reclaim.local/metrics-server:v0.7.2"
+)
+
+// BuildInstallImages builds kube-reclaim's image as BuildInstallImage does
+// (under InstallImageRepo:tag) and packs bins' kube-scheduler and
+// metrics-server beside it, all into dir; it returns the build and the
+// three archives a real node imports.
+func BuildInstallImages(ctx context.Context, root, dir, tag string, plugin []ociimage.File, bins *cluster.Binaries) (InstallImage, []string, error) {
+	img, err := BuildInstallImage(ctx, root, dir, InstallImageRepo, tag, plugin)
+	if err != nil {
+		return InstallImage{}, nil, err
+	}
+	tarballs := []string{img.Tarball, filepath.Join(dir, "kube-scheduler.oci.tar"), filepath.Join(dir, "metrics-server.oci.tar")}
+	if err := images.PackDynamic(bins.Scheduler, "/usr/local/bin/kube-scheduler", InstallSchedulerImage, tarballs[1]); err != nil {
+		return InstallImage{}, nil, err
+	}
+	if err := images.PackDynamic(bins.MetricsServer, "/usr/local/bin/metrics-server", InstallMetricsServerImage, tarballs[2]); err != nil {
+		return InstallImage{}, nil, err
+	}
+	return img, tarballs, nil
+}
+
+// MetricsServerManifest is the metrics-server install of
+// test/integration/testdata, naming InstallMetricsServerImage.
+func MetricsServerManifest(root string) ([]byte, error) {
+	ms, err := os.ReadFile(filepath.Join(root, "test", "integration", "testdata", "metrics-server.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	return []byte(strings.ReplaceAll(string(ms), "METRICS_SERVER_IMAGE", InstallMetricsServerImage)), nil
 }
 
 // BuildInstallImage builds the image of the tree at root under repo:tag, the

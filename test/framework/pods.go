@@ -13,36 +13,35 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/testobj"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 )
 
+// BatchPod starts the README's batch pod: one container "job", never
+// restarted. Its setters go on (NodeSelector, Reclaimed, Enforced, ...) and
+// Obj ends it.
+func BatchPod(ns, name string) *testobj.PodWrapper {
+	return testobj.MakePod().Namespace(ns).Name(name).Label("app", "batch").RestartPolicy(corev1.RestartPolicyNever).
+		Container("job", "registry.example/batch:1")
+}
+
 // ReclaimedPod asks cpuMilli/memBytes of reclaimed resources with requests
 // equal to limits, as the README's batch pod does.
 func ReclaimedPod(ns, name string, cpuMilli, memBytes int64) *corev1.Pod {
-	r := corev1.ResourceList{
-		Names.CPU:    *resource.NewQuantity(cpuMilli, resource.DecimalSI),
-		Names.Memory: *resource.NewQuantity(memBytes, resource.BinarySI),
-	}
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "batch"}},
-		Spec: corev1.PodSpec{
-			RestartPolicy: corev1.RestartPolicyNever,
-			Containers: []corev1.Container{{Name: "job", Image: "registry.example/batch:1",
-				Resources: corev1.ResourceRequirements{Requests: r, Limits: r.DeepCopy()}}},
-		},
-	}
+	return BatchPod(ns, name).Reclaimed(cpuMilli, memBytes).Obj()
+}
+
+// ServicePod starts a regular pod: one container "app" that Req gives its
+// native requests.
+func ServicePod(ns, name string) *testobj.PodWrapper {
+	return testobj.MakePod().Namespace(ns).Name(name).Label("app", "service").Container("app", "registry.example/service:1")
 }
 
 // RegularPod asks native resources only, so the scheduler places it without
 // asking the extender. With node set it is bound directly.
 func RegularPod(ns, name, node, cpu, mem string) *corev1.Pod {
-	return &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Labels: map[string]string{"app": "service"}},
-		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "registry.example/service:1",
-			Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(mem)}}}}},
-	}
+	return ServicePod(ns, name).Node(node).Req(cpu, mem).Obj()
 }
 
 // CreatePod creates pod, failing the test on an error.

@@ -19,11 +19,22 @@ func Imports(t testing.TB, pkg string) []string {
 	return goList(t, `{{join .Imports " "}}`, pkg)
 }
 
+// ImportsByPackage maps every package matching pattern to what its code
+// imports directly (its tests' imports left out).
+func ImportsByPackage(t testing.TB, pattern string) map[string][]string {
+	t.Helper()
+	return importLines(goListLines(t, `{{.ImportPath}} {{join .Imports " "}}`, pattern))
+}
+
 // ImportsWithTests maps every package matching pattern to what it and its
 // tests (internal and external) import directly.
 func ImportsWithTests(t testing.TB, pattern string) map[string][]string {
 	t.Helper()
-	lines := goListLines(t, `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, pattern)
+	return importLines(goListLines(t, `{{.ImportPath}} {{join .Imports " "}} {{join .TestImports " "}} {{join .XTestImports " "}}`, pattern))
+}
+
+// importLines maps the first word of each line to the others.
+func importLines(lines []string) map[string][]string {
 	m := make(map[string][]string, len(lines))
 	for _, line := range lines {
 		if f := strings.Fields(line); len(f) > 0 {

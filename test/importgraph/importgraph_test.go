@@ -26,4 +26,11 @@ func TestDepsListTransitiveImportsWithoutThePackage(t *testing.T) {
 	if got := ModuleDeps(t, Module+"/policy"); !slices.Contains(got, Module+"/reclaimable") {
 		t.Errorf("ModuleDeps(policy) = %v, want reclaimable in it", got)
 	}
+	// ImportsByPackage leaves the tests' imports out, ImportsWithTests keeps them.
+	if got := ImportsByPackage(t, self)[self]; !slices.Equal(got, []string{"os/exec", "strings", "testing"}) {
+		t.Errorf("ImportsByPackage(%s) = %v, want its three direct imports", self, got)
+	}
+	if got := ImportsWithTests(t, self)[self]; !slices.Contains(got, "slices") {
+		t.Errorf("ImportsWithTests(%s) = %v, want its test's import of slices in it", self, got)
+	}
 }

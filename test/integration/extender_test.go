@@ -16,7 +16,6 @@ import (
 	configv1 "k8s.io/kube-scheduler/config/v1"
 	extenderv1 "k8s.io/kube-scheduler/extender/v1"
 
-	"github.com/kube-reclaim/kube-reclaim/enforcement"
 	"github.com/kube-reclaim/kube-reclaim/extender"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
@@ -28,28 +27,20 @@ import (
 // native limits the pod webhook would set (no pod webhook runs here), as
 // the extender's --require-enforced demands.
 func reclaimedPod(ns, name, group string, cpuMilli, memBytes int64) *corev1.Pod {
-	p := bareReclaimedPod(ns, name, group, cpuMilli, memBytes)
-	if _, err := enforcement.Enforce(&p.Spec, framework.Names); err != nil {
-		panic(err)
-	}
-	return p
+	return framework.BatchPod(ns, name).NodeSelector("group", group).Reclaimed(cpuMilli, memBytes).Enforced().Obj()
 }
 
 // bareReclaimedPod is reclaimedPod as created with no pod webhook
 // configured: reclaimed requests only, no native limits.
 func bareReclaimedPod(ns, name, group string, cpuMilli, memBytes int64) *corev1.Pod {
-	p := framework.ReclaimedPod(ns, name, cpuMilli, memBytes)
-	p.Spec.NodeSelector = map[string]string{"group": group}
-	return p
+	return framework.BatchPod(ns, name).NodeSelector("group", group).Reclaimed(cpuMilli, memBytes).Obj()
 }
 
 // controlPod is a regular pod for nodes labelled group=<group>: the
 // scheduler places it without the extender, so seeing it bound proves that
 // scheduling goes on where reclaimed pods are expected not to bind.
 func controlPod(ns, name, group string) *corev1.Pod {
-	p := framework.RegularPod(ns, name, "", "10m", "16Mi")
-	p.Spec.NodeSelector = map[string]string{"group": group}
-	return p
+	return framework.ServicePod(ns, name).NodeSelector("group", group).Req("10m", "16Mi").Obj()
 }
 
 func podNode(t *testing.T, c *cluster.Cluster, ns, name string, timeout time.Duration) string {

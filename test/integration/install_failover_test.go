@@ -53,7 +53,7 @@ func startInstallBuild(ctx context.Context, root, dir, tag string, plugin []ocii
 	p := &pendingBuild{done: make(chan struct{})}
 	go func() {
 		defer close(p.done)
-		if p.build, p.err = framework.BuildInstallImage(ctx, root, dir, installImageRepo, tag, plugin); p.err != nil {
+		if p.build, p.err = framework.BuildInstallImage(ctx, root, dir, framework.InstallImageRepo, tag, plugin); p.err != nil {
 			return
 		}
 		start := time.Now()
@@ -86,7 +86,7 @@ func installPluginScheduler(ctx context.Context) ([]ociimage.File, error) {
 // tells users.
 func writeInstallKustomization(dir, overlay, tag string) error {
 	k := fmt.Sprintf("resources: [../deploy/%s]\nimages:\n  - name: %s\n    newName: %s\n    newTag: %s\n",
-		overlay, ociimage.DefaultRepository, installImageRepo, tag)
+		overlay, ociimage.DefaultRepository, framework.InstallImageRepo, tag)
 	return os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte(k), 0o644)
 }
 
@@ -245,12 +245,12 @@ func podReady(p *corev1.Pod) bool {
 // its spec names them and as the kubelet reports them running.
 func kubeReclaimImages(p *corev1.Pod) (spec, running []string) {
 	for _, ct := range p.Spec.Containers {
-		if strings.HasPrefix(ct.Image, installImageRepo+":") {
+		if strings.HasPrefix(ct.Image, framework.InstallImageRepo+":") {
 			spec = append(spec, ct.Image)
 		}
 	}
 	for _, s := range p.Status.ContainerStatuses {
-		if strings.HasPrefix(s.Image, installImageRepo+":") {
+		if strings.HasPrefix(s.Image, framework.InstallImageRepo+":") {
 			running = append(running, s.Image)
 		}
 	}
@@ -281,6 +281,46 @@ func rolledOut(t *testing.T, c *cluster.Cluster, component, image string) bool {
 		}
 	}
 	return true
+}
+
+// waitRollout waits up to 3 minutes until the Deployment of every
+// component has rolled out to image (rolledOut), every pod of the last
+// component passes check (nil: any) and one of them holds lease. It returns
+// those pods, by name, and the holder.
+func waitRollout(t *testing.T, c *cluster.Cluster, image, lease string, check func(*corev1.Pod) bool, components ...string) (pods map[string]bool, holder string, took time.Duration, ok bool) {
+	t.Helper()
+	last := components[len(components)-1]
+	took, ok = framework.Poll(3*time.Minute, 500*time.Millisecond, func() bool {
+		for _, comp := range components {
+			if !rolledOut(t, c, comp, image) {
+				return false
+			}
+		}
+		pods = map[string]bool{}
+		for _, p := range rolePods(t, c, last) {
+			if check != nil && !check(&p) {
+				return false
+			}
+			pods[p.Name] = true
+		}
+		_, h, err := getLease(context.Background(), c, lease)
+		holder = holderPod(h)
+		return err == nil && pods[holder]
+	})
+	return pods, holder, took, ok
+}
+
+// applyKustomization runs kubectl apply -k dir and returns the lines of
+// what it changed (every line but the "unchanged" ones).
+func applyKustomization(t *testing.T, c *cluster.Cluster, kubectl, dir string) []string {
+	t.Helper()
+	var changed []string
+	for _, line := range strings.Split(kubectlRun(t, c, kubectl, "apply", "-k", dir), "\n") {
+		if !strings.HasSuffix(line, " unchanged") {
+			changed = append(changed, line)
+		}
+	}
+	return changed
 }
 
 func deploymentImages(ds []appsv1.Deployment) string {
@@ -620,7 +660,7 @@ func valuesProblem(v framework.NodeView) string {
 	case !v.StatusMatchesAnnotation():
 		want := reclaimable.Resources{}
 		if v.Ann != nil {
-			want = v.Ann.Values().Max(v.Ann.HeldValues())
+			want = v.Ann.Room().Max(v.Ann.HeldOrZero())
 		}
 		return fmt.Sprintf("status capacity %+v allocatable %+v, the annotation stands for %+v", v.Capacity, v.Allocatable, want)
 	}
@@ -1096,7 +1136,7 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 	if second.Version == u.first.Version {
 		t.Errorf("both builds report version %q", second.Version)
 	}
-	oldImage, newImage := installImageRepo+":"+u.first.Tag, installImageRepo+":"+second.Tag
+	oldImage, newImage := framework.InstallImageRepo+":"+u.first.Tag, framework.InstallImageRepo+":"+second.Tag
 	configs := webhookConfigs(t, c)
 	const (
 		n   = 30
@@ -1130,27 +1170,13 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 	b := startBurst(c, ns, "upgrade", n, 2*time.Second, cpu, mem)
 	defer func() { _, _, _ = b.stop() }()
 	applied := time.Now()
-	var changed []string
-	for _, line := range strings.Split(kubectlRun(t, c, u.kubectl, "apply", "-k", u.kustomization), "\n") {
-		if !strings.HasSuffix(line, " unchanged") {
-			changed = append(changed, line)
-		}
-	}
+	changed := applyKustomization(t, c, u.kubectl, u.kustomization)
 	t.Logf("kubectl apply -k with %s: %s (the rest unchanged)", second.Tag, strings.Join(changed, ", "))
 
 	// The readers: every webhook and scheduler pod of the new build, the
 	// old ones gone, the scheduler Lease held by a new pod.
-	newSchedulers := map[string]bool{}
-	if took, ok := framework.Poll(3*time.Minute, 500*time.Millisecond, func() bool {
-		if !rolledOut(t, c, "webhook", newImage) || !rolledOut(t, c, "scheduler", newImage) {
-			return false
-		}
-		for _, p := range rolePods(t, c, "scheduler") {
-			newSchedulers[p.Name] = true
-		}
-		_, h, err := getLease(ctx, c, installSchedulerLease)
-		return err == nil && newSchedulers[holderPod(h)]
-	}); !ok {
+	newSchedulers, _, took, ok := waitRollout(t, c, newImage, installSchedulerLease, nil, "webhook", "scheduler")
+	if !ok {
 		l, _ := c.Client.AppsV1().Deployments(installNamespace).List(ctx, metav1.ListOptions{})
 		t.Fatalf("webhook and scheduler not rolled out to %s within %s: %s\n%s", newImage, took, deploymentSummary(l.Items), deploymentImages(l.Items))
 	}
@@ -1166,7 +1192,7 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 	// written its status through the new webhook.
 	var e1 int
 	var e2 map[string]int
-	took, ok := framework.Poll(2*time.Minute, time.Second, func() bool {
+	took, ok = framework.Poll(2*time.Minute, time.Second, func() bool {
 		counts, _ := bindsBy(t, c, readers)
 		e1 = 0
 		for p, k := range counts {
@@ -1196,23 +1222,14 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 			continue
 		}
 		oldAnnotations = append(oldAnnotations, fmt.Sprintf("%s room %dm held %dm written %s, status %dm",
-			name, v.Ann.CPUMilli, v.Ann.HeldValues().CPUMilli, v.Ann.WriteTime.Format("15:04:05"), v.Allocatable.CPUMilli))
+			name, v.Ann.CPUMilli, v.Ann.HeldOrZero().CPUMilli, v.Ann.WriteTime.Format("15:04:05"), v.Allocatable.CPUMilli))
 	}
 	sort.Strings(oldAnnotations)
 	held := time.Now()
 
 	kubectlRun(t, c, u.kubectl, "-n", installNamespace, "rollout", "resume", "deployment/kube-reclaim-publisher")
-	newPublishers := map[string]bool{}
-	if took, ok := framework.Poll(3*time.Minute, 500*time.Millisecond, func() bool {
-		if !rolledOut(t, c, "publisher", newImage) {
-			return false
-		}
-		for _, p := range rolePods(t, c, "publisher") {
-			newPublishers[p.Name] = true
-		}
-		_, h, err := getLease(ctx, c, installPublisherLease)
-		return err == nil && newPublishers[holderPod(h)]
-	}); !ok {
+	newPublishers, _, took, ok := waitRollout(t, c, newImage, installPublisherLease, nil, "publisher")
+	if !ok {
 		t.Fatalf("publisher not rolled out to %s within %s: %v", newImage, took, rolePods(t, c, "publisher"))
 	}
 	done := time.Now()

@@ -1,11 +1,12 @@
 package integration
 
 import (
-	"context"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/kube-reclaim/kube-reclaim/internal/ociimage"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
@@ -35,8 +36,7 @@ func testInstallPluginScheduler(t *testing.T, c *cluster.Cluster, s installSwitc
 	if s.annotated.IsZero() {
 		t.Skip("no node annotated")
 	}
-	ctx := context.Background()
-	image := installImageRepo + ":" + s.tag
+	image := framework.InstallImageRepo + ":" + s.tag
 	command := filepath.Base(ociimage.PluginScheduler)
 	before := map[string]bool{}
 	for _, p := range rolePods(t, c, "scheduler") {
@@ -48,33 +48,15 @@ func testInstallPluginScheduler(t *testing.T, c *cluster.Cluster, s installSwitc
 		t.Fatal(err)
 	}
 	applied := time.Now()
-	var changed []string
-	for _, line := range strings.Split(kubectlRun(t, c, s.kubectl, "apply", "-k", s.kustomization), "\n") {
-		if !strings.HasSuffix(line, " unchanged") {
-			changed = append(changed, line)
-		}
-	}
+	changed := applyKustomization(t, c, s.kubectl, s.kustomization)
 	t.Logf("kubectl apply -k deploy/plugin-scheduler: %s (the rest unchanged)", strings.Join(changed, ", "))
 
 	// Rolled out: every scheduler pod new, with one container running the
 	// plugin binary of the image, and one of them leading.
-	var leader string
-	took, ok := framework.Poll(3*time.Minute, 500*time.Millisecond, func() bool {
-		if !rolledOut(t, c, "scheduler", image) {
-			return false
-		}
-		pods := map[string]bool{}
-		for _, p := range rolePods(t, c, "scheduler") {
-			cs := p.Spec.Containers
-			if before[p.Name] || len(cs) != 1 || len(cs[0].Command) == 0 || cs[0].Command[0] != command {
-				return false
-			}
-			pods[p.Name] = true
-		}
-		_, h, err := getLease(ctx, c, installSchedulerLease)
-		leader = holderPod(h)
-		return err == nil && pods[leader]
-	})
+	_, leader, took, ok := waitRollout(t, c, image, installSchedulerLease, func(p *corev1.Pod) bool {
+		cs := p.Spec.Containers
+		return !before[p.Name] && len(cs) == 1 && len(cs[0].Command) > 0 && cs[0].Command[0] == command
+	}, "scheduler")
 	if !ok {
 		t.Fatalf("the scheduler not switched to %s of %s within %s:\n%s", command, image, took,
 			kubectlRun(t, c, s.kubectl, "-n", installNamespace, "get", "pods", "-o", "wide"))

@@ -21,21 +21,16 @@ import (
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
-	"github.com/kube-reclaim/kube-reclaim/test/images"
 )
 
-// The images the install test imports into its nodes: kube-reclaim's under
-// the name its copy of the overlay sets (the way deploy/README.md tells
-// users), kube-scheduler under the name the manifests use, metrics-server
-// under one of the test's.
+// The install test's builds of kube-reclaim's image (under
+// framework.InstallImageRepo, the name its copy of the overlay sets, the
+// way deploy/README.md tells users), and its namespace and scheduler.
 const (
-	installImageRepo    = "kube-reclaim.local/kube-reclaim"
-	installImageTag     = "install-test"
-	installUpgradeTag   = "install-test-upgrade"
-	installSchedImage   = "registry.k8s.io/kube-scheduler:v1.34.4"
-	installMetricsImage = "kube-reclaim.local/metrics-server:v0.7.2"
-	installNamespace    = "kube-reclaim"
-	installSchedName    = "kube-reclaim-scheduler"
+	installImageTag   = "install-test"
+	installUpgradeTag = "install-test-upgrade"
+	installNamespace  = "kube-reclaim"
+	installSchedName  = "kube-reclaim-scheduler"
 )
 
 // installAuditPolicy records what shows the roles talking to the API server:
@@ -99,15 +94,8 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := framework.BuildInstallImage(ctx, root, filepath.Join(work, "first"), installImageRepo, installImageTag, plugin)
+	first, tarballs, err := framework.BuildInstallImages(ctx, root, filepath.Join(work, "first"), installImageTag, plugin, bins)
 	if err != nil {
-		t.Fatal(err)
-	}
-	tarballs := []string{first.Tarball, filepath.Join(work, "kube-scheduler.oci.tar"), filepath.Join(work, "metrics-server.oci.tar")}
-	if err := images.PackDynamic(bins.Scheduler, "/usr/local/bin/kube-scheduler", installSchedImage, tarballs[1]); err != nil {
-		t.Fatal(err)
-	}
-	if err := images.PackDynamic(bins.MetricsServer, "/usr/local/bin/metrics-server", installMetricsImage, tarballs[2]); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("images built in %s (kube-reclaim %s in %s: %q)", time.Since(start).Round(time.Millisecond), first.Tag, first.Took.Round(time.Millisecond), first.Version)
@@ -142,12 +130,12 @@ func TestInstallAppliesTheShippedOverlayOntoRealNodes(t *testing.T) {
 	}
 
 	// metrics-server first, as deploy/README.md asks.
-	ms, err := os.ReadFile(filepath.Join(root, "test", "integration", "testdata", "metrics-server.yaml"))
+	ms, err := framework.MetricsServerManifest(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	msFile := filepath.Join(work, "metrics-server.yaml")
-	if err := os.WriteFile(msFile, []byte(strings.ReplaceAll(string(ms), "METRICS_SERVER_IMAGE", installMetricsImage)), 0o644); err != nil {
+	if err := os.WriteFile(msFile, ms, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	run("apply", "-f", msFile)

@@ -35,12 +35,7 @@ func writePolicy(t *testing.T, path, doc string) {
 // optedInPod is an ordinary pod (native requests only) carrying the opt-in
 // label: what a Deployment's template becomes with one label added.
 func optedInPod(ns, name, cpu, memory string) *corev1.Pod {
-	p := framework.RegularPod(ns, name, "", cpu, memory)
-	if p.Labels == nil {
-		p.Labels = map[string]string{}
-	}
-	p.Labels[names.ReclaimedLabel] = "true"
-	return p
+	return framework.ServicePod(ns, name).Label(names.ReclaimedLabel, "true").Req(cpu, memory).Obj()
 }
 
 // TestPodProfiles runs the webhook with a policy file on the real

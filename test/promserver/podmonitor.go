@@ -363,20 +363,26 @@ func translateTLS(t *safeTLSConfig, ns, prefix string, r Resolver, files map[str
 		return nil, nil
 	}
 	out := &TLSConfig{ServerName: t.ServerName, InsecureSkipVerify: t.InsecureSkipVerify}
-	var err error
-	if t.CA != nil {
-		if out.CAFile, err = resolveFile(t.CA, ns, prefix+"ca.crt", r, files); err != nil {
-			return nil, fmt.Errorf("tlsConfig.ca: %w", err)
-		}
-	}
-	if t.Cert != nil {
-		if out.CertFile, err = resolveFile(t.Cert, ns, prefix+"client.crt", r, files); err != nil {
-			return nil, fmt.Errorf("tlsConfig.cert: %w", err)
-		}
-	}
+	var key *secretOrConfigMap
 	if t.KeySecret != nil {
-		if out.KeyFile, err = resolveFile(&secretOrConfigMap{Secret: t.KeySecret}, ns, prefix+"client.key", r, files); err != nil {
-			return nil, fmt.Errorf("tlsConfig.keySecret: %w", err)
+		key = &secretOrConfigMap{Secret: t.KeySecret}
+	}
+	// Each reference is read and written to a file the same way.
+	for _, f := range []struct {
+		field, file string
+		ref         *secretOrConfigMap
+		dst         *string
+	}{
+		{"ca", "ca.crt", t.CA, &out.CAFile},
+		{"cert", "client.crt", t.Cert, &out.CertFile},
+		{"keySecret", "client.key", key, &out.KeyFile},
+	} {
+		if f.ref == nil {
+			continue
+		}
+		var err error
+		if *f.dst, err = resolveFile(f.ref, ns, prefix+f.file, r, files); err != nil {
+			return nil, fmt.Errorf("tlsConfig.%s: %w", f.field, err)
 		}
 	}
 	return out, nil
