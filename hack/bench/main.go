@@ -87,6 +87,7 @@ func run() int {
 		var rc replayConfig
 		fs.StringVar(&rc.charts, "charts", "", "write the charts to this directory (e.g. docs)")
 		fs.StringVar(&rc.trace, "trace", replayTrace, "the trace to replay (relative: from the repository root)")
+		fs.BoolVar(&rc.longPeaks, "long-peaks", false, "also replay rooms from the peak of regular usage over hours or days (evaluation code), 1h and 8h jobs")
 		_ = fs.Parse(args)
 		var root string
 		if root, err = cluster.RepoRoot(); err == nil {

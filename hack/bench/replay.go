@@ -40,6 +40,36 @@ type replayConfig struct {
 	trace string
 	// charts is where the charts go (empty: none).
 	charts string
+	// longPeaks also replays replayLongPeaks with every job length.
+	longPeaks bool
+}
+
+// replayLongPeaks are the rooms from the peak of regular usage over hours or
+// days (replay.LongPeak, evaluation code: the policy's window stops at an
+// hour) that `bench replay -long-peaks` puts beside the defaults: the best
+// of the frontier issue 40's search found on the shared month (docs/design.md,
+// "Replay").
+var replayLongPeaks = []replay.LongPeak{
+	{CPUWindow: 24 * time.Hour, CPUMargin: 0.15, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.35},
+	{CPUWindow: 48 * time.Hour, CPUMargin: 0.10, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.30},
+	{CPUWindow: 48 * time.Hour, CPUMargin: 0.15, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.35},
+	{CPUWindow: 48 * time.Hour, CPUMargin: 0.10, MemoryWindow: 168 * time.Hour, MemoryMargin: 0.25},
+	{CPUWindow: 48 * time.Hour, CPUMargin: 0.10, MemoryWindow: 168 * time.Hour, MemoryMargin: 0.30},
+	{CPUWindow: 48 * time.Hour, CPUMargin: 0.10, MemoryWindow: 720 * time.Hour, MemoryMargin: 0.25},
+	{CPUWindow: 168 * time.Hour, CPUMargin: 0.10, MemoryWindow: 24 * time.Hour, MemoryMargin: 0.25},
+}
+
+// longPeakContenders are the defaults beside replayLongPeaks at the trace's
+// step.
+func longPeakContenders(step time.Duration) []replay.Contender {
+	d := policy.DefaultSettings()
+	cs := []replay.Contender{{Name: "defaults", Settings: &d, Describe: "the shipped defaults"}}
+	for _, l := range replayLongPeaks {
+		l.Step = step
+		cs = append(cs, replay.Contender{Name: l.Name(), Formula: l,
+			Describe: "evaluation: allocatable x (1 - margin) - the peak of regular usage over the window, per resource"})
+	}
+	return cs
 }
 
 type replayResult struct {
@@ -178,6 +208,20 @@ func runReplay(ctx context.Context, root string, cfg replayConfig, out io.Writer
 	fmt.Fprintln(out, "\nFor docs/design.md (Replay):")
 	if err := replay.WriteMarkdown(out, append([]*replay.Report{res.Frontier}, res.Runs[1:]...), res.Shipped); err != nil {
 		return nil, err
+	}
+	if cfg.longPeaks {
+		var reps []*replay.Report
+		for _, lifetime := range replayLifetimes {
+			rep, err := replay.Run(ctx, tr, longPeakContenders(tr.Step), replayRunConfig(tr, lifetime))
+			if err != nil {
+				return nil, err
+			}
+			reps = append(reps, rep)
+		}
+		fmt.Fprintln(out, "\nLonger windows: the room from the peak of regular usage over hours or days (evaluation code, not policy settings)")
+		if err := replay.WriteMarkdown(out, reps, ""); err != nil {
+			return nil, err
+		}
 	}
 	if cfg.charts != "" {
 		g := replay.FrontierGoals{CPUViolationRate: goals.ReplayCPUViolations.Value / 100, RegularHarm: goals.ReplayRegularHarm.Value,

@@ -1,6 +1,8 @@
 package replay
 
 import (
+	"fmt"
+	"math"
 	"time"
 
 	"github.com/kube-reclaim/kube-reclaim/policy"
@@ -21,16 +23,24 @@ type Baseline interface {
 // baseInput keeps a node's recent usage (the same sums the node samples
 // carry) and the requests of its present pods.
 type baseInput struct {
-	usage    []reclaimable.Resources // newest last, at most maxBaseSteps
+	// usage holds the newest samples, newest last: at least the newest
+	// keep (maxBaseSteps when zero), at most twice that, so that a push
+	// copies the kept samples down only once per keep pushes.
+	usage    []reclaimable.Resources
+	keep     int
 	requests reclaimable.Resources
 }
 
 const maxBaseSteps = 64
 
+// historySteps is implemented by formulas that read more than maxBaseSteps
+// samples back: the run keeps that many for every node.
+type historySteps interface{ historySteps() int }
+
 func (b *baseInput) push(usage, requests reclaimable.Resources) {
-	if len(b.usage) == maxBaseSteps {
-		copy(b.usage, b.usage[1:])
-		b.usage = b.usage[:maxBaseSteps-1]
+	keep := max(b.keep, maxBaseSteps)
+	if len(b.usage) >= 2*keep {
+		b.usage = b.usage[:copy(b.usage, b.usage[len(b.usage)-keep+1:])]
 	}
 	b.usage = append(b.usage, usage)
 	b.requests = requests
@@ -45,6 +55,10 @@ func (b *baseInput) peak(n int) reclaimable.Resources {
 	return p
 }
 
+// windowSteps is how many samples a window of w at steps of step holds: this
+// one and those up to w back.
+func windowSteps(w, step time.Duration) int { return int(w/step) + 1 }
+
 // RequestsMinusPeak is the room "requests minus peak usage, no margin": what
 // the node's regular pods requested and did not use at their peak over the
 // window (the samples from now - Window to now, as the policy's window).
@@ -54,10 +68,43 @@ type RequestsMinusPeak struct {
 
 // Room implements Baseline.
 func (r RequestsMinusPeak) Room(_ reclaimable.Resources, in *baseInput) reclaimable.Resources {
-	n := min(int(r.Window/r.Step)+1, maxBaseSteps)
-	p := in.peak(n)
+	p := in.peak(min(windowSteps(r.Window, r.Step), maxBaseSteps))
 	return reclaimable.Resources{CPUMilli: max(in.requests.CPUMilli-p.CPUMilli, 0),
 		MemoryBytes: max(in.requests.MemoryBytes-p.MemoryBytes, 0)}
+}
+
+// LongPeak is the usage policy's formula with a longer memory: allocatable
+// x (1 - margin) minus the peak of regular usage over a window of hours or
+// days, per resource, no minimum. A node whose regular usage is steady lends
+// nearly all of what it leaves unused, one whose usage swings lends only what
+// its highest swing of the window leaves. The policy's window stops at
+// policy.MaxWindow (an hour) and the publisher's history at
+// policy.MaxHistoryAge, so this is evaluation code: what a policy reading
+// further back would give (docs/design.md, "Replay").
+type LongPeak struct {
+	CPUWindow, MemoryWindow time.Duration
+	CPUMargin, MemoryMargin float64
+	Step                    time.Duration
+}
+
+// Room implements Baseline.
+func (l LongPeak) Room(alloc reclaimable.Resources, in *baseInput) reclaimable.Resources {
+	c, m := in.peak(windowSteps(l.CPUWindow, l.Step)), in.peak(windowSteps(l.MemoryWindow, l.Step))
+	lend := func(a int64, margin float64, peak int64) int64 {
+		return max(a-int64(math.Ceil(float64(a)*margin))-peak, 0)
+	}
+	return reclaimable.Resources{CPUMilli: lend(alloc.CPUMilli, l.CPUMargin, c.CPUMilli),
+		MemoryBytes: lend(alloc.MemoryBytes, l.MemoryMargin, m.MemoryBytes)}
+}
+
+func (l LongPeak) historySteps() int {
+	return max(windowSteps(l.CPUWindow, l.Step), windowSteps(l.MemoryWindow, l.Step))
+}
+
+// Name says the formula's settings, as a frontier row names them.
+func (l LongPeak) Name() string {
+	return fmt.Sprintf("peak cpu %s +%.2f, memory %s +%.2f", ShortDuration(l.CPUWindow.String()), l.CPUMargin,
+		ShortDuration(l.MemoryWindow.String()), l.MemoryMargin)
 }
 
 // KoordinatorSettings expresses Koordinator's default batch resource formula

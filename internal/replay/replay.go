@@ -67,6 +67,13 @@ type Config struct {
 	// Outages are times during which no usage sample reaches the publisher
 	// (metrics-server down): the policy sees its samples go stale.
 	Outages []Outage
+	// WarmUp is how long after the trace's start batch pods are first
+	// placed. Clocks are not aligned, so the first step holds only the
+	// pods whose sample falls on it, and a node looks emptier than it is
+	// until each of its pods has reported once: at the Bitbrains trace's
+	// start, batch pods placed on the first step's room met the month's
+	// regular pods arriving at the second.
+	WarmUp time.Duration
 	// TimelineNode is the node whose timeline the report keeps, under the
 	// first contender; empty: the busiest node (the largest mean usage, as
 	// a share of allocatable, of CPU and memory together).
@@ -85,7 +92,7 @@ var DefaultBatchPod = reclaimable.Resources{CPUMilli: 1000, MemoryBytes: 4 << 30
 func DefaultConfig() Config {
 	return Config{DecreaseThreshold: 0.10, Refresh: reclaimable.DefaultRefreshInterval,
 		MetricsStaleAfter: reclaimable.DefaultMetricsStaleAfter, Period: 15 * time.Second, Eviction: eviction.NewOptions(),
-		BatchLifetime: time.Hour, BatchPod: DefaultBatchPod}
+		BatchLifetime: time.Hour, BatchPod: DefaultBatchPod, WarmUp: DefaultStep}
 }
 
 // contenderState is one contender's view of the cluster.
@@ -216,8 +223,15 @@ func newRun(tr *Trace, contenders []Contender, cfg Config, age time.Duration, ti
 		timeline: timeline, records: make([]*policyinput.Pod, len(tr.Pods)), keys: make([][]byte, len(tr.Pods)),
 		usage: make([]reclaimable.Resources, len(tr.Nodes)), base: make([]baseInput, len(tr.Nodes))}
 	r.asm.Resize(max(age, tr.Step+policy.DefaultSampleAlignment), tr.Step)
+	keep := 0
 	for i, c := range contenders {
 		r.states = append(r.states, r.newContenderState(c, i == 0))
+		if h, ok := c.Formula.(historySteps); ok {
+			keep = max(keep, h.historySteps())
+		}
+	}
+	for i := range r.base {
+		r.base[i].keep = keep
 	}
 	for i, p := range tr.Pods {
 		first := tr.Start.Add(time.Duration(p.First) * tr.Step).Unix()
@@ -276,7 +290,7 @@ func (r *run) step(ctx context.Context, k int) {
 		r.decideNode(k, n, now)
 	}
 	for _, st := range r.states {
-		r.evictAndFill(ctx, st, now)
+		r.evictAndFill(ctx, st, now, !now.Before(r.tr.Start.Add(r.cfg.WarmUp)))
 	}
 	r.asm.Prune(now)
 }
@@ -361,9 +375,9 @@ func (r *run) decideNode(k, n int, now time.Time) {
 }
 
 // evictAndFill runs the contender's eviction controller, removes its
-// victims, fills each node's free room with new batch pods and extends the
-// timeline.
-func (r *run) evictAndFill(ctx context.Context, st *contenderState, now time.Time) {
+// victims, fills each node's free room with new batch pods (when place:
+// after the warm-up) and extends the timeline.
+func (r *run) evictAndFill(ctx context.Context, st *contenderState, now time.Time, place bool) {
 	var evicted map[types.UID]bool
 	if victims := st.ev.act(ctx); len(victims) > 0 {
 		evicted = make(map[types.UID]bool, len(victims))
@@ -376,7 +390,9 @@ func (r *run) evictAndFill(ctx context.Context, st *contenderState, now time.Tim
 		if len(evicted) > 0 {
 			ns.acc.evictions += ns.removeBatch(func(b *policyinput.Pod) bool { return evicted[b.UID] })
 		}
-		r.fill(ns, r.tr.Nodes[n].Name, now)
+		if place {
+			r.fill(ns, r.tr.Nodes[n].Name, now)
+		}
 	}
 	if tl := st.res.Timeline; tl != nil {
 		ns := &st.nodes[r.timeline]

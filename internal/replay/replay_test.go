@@ -198,6 +198,8 @@ func exactConfig() Config {
 	cfg.BatchLifetime = 8 * time.Hour
 	cfg.BatchPod = reclaimable.Resources{CPUMilli: 2000, MemoryBytes: 9 * gi / 2}
 	cfg.Eviction.Mode = eviction.ModeOff
+	// Batch pods from the first step: the figures of the tests count them.
+	cfg.WarmUp = 0
 	return cfg
 }
 
@@ -456,5 +458,102 @@ func TestRequestsMinusPeakBaselineIsRequestsLessThePeakOverItsWindow(t *testing.
 	}
 	if !rep.Results[0].Baseline {
 		t.Error("a formula outside the policy is not marked as a baseline")
+	}
+}
+
+func TestLongPeakLendsWhatTheHighestUsageOfItsWindowLeaves(t *testing.T) {
+	// A spike of 8 CPUs at step 0, then 1 CPU for 159 steps; memory 6Gi at
+	// step 1, else 1Gi. CPU over 12h (step 0 stays in the window until step
+	// 144, beyond the 64 to 128 samples a baseline keeps otherwise) with a
+	// margin of 1 CPU: room 10 - 1 - 8 = 1 CPU through step 144, then
+	// 10 - 1 - 1 = 8.
+	// Memory over 10m, no margin: 10 - 1, then 10 - 6 while step 1 is in the
+	// window (steps 1 to 3), then 9 again.
+	const steps = 160
+	cpu, mem := make([]int64, steps), make([]int64, steps)
+	for k := range cpu {
+		cpu[k], mem[k] = 1, 1
+	}
+	cpu[0], mem[1] = 8, 6
+	tr := traceOf(t, cpu, mem)
+	cfg := DefaultConfig()
+	cfg.DecreaseThreshold = 0
+	lp := LongPeak{CPUWindow: 12 * time.Hour, MemoryWindow: 10 * time.Minute, CPUMargin: 0.10, Step: tr.Step}
+	rep, err := Run(context.Background(), tr, []Contender{{Name: lp.Name(), Formula: lp}}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rooms := rep.Results[0].Timeline.Room
+	if len(rooms) != steps {
+		t.Fatalf("%d rooms, want %d", len(rooms), steps)
+	}
+	for k, r := range rooms {
+		wantCPU, wantMem := int64(1000), 9*gi
+		if k > 144 {
+			wantCPU = 8000
+		}
+		if k >= 1 && k <= 3 {
+			wantMem = 4 * gi
+		}
+		if r.CPUMilli != wantCPU || r.MemoryBytes != wantMem {
+			t.Errorf("step %d: room %dm CPU, %d bytes memory; want %dm, %d", k, r.CPUMilli, r.MemoryBytes, wantCPU, wantMem)
+		}
+	}
+	if got, want := lp.Name(), "peak cpu 12h +0.10, memory 10m +0.00"; got != want {
+		t.Errorf("name %q, want %q", got, want)
+	}
+}
+
+func TestBaseInputKeepsAtLeastItsStepsAndBoundsItsCopy(t *testing.T) {
+	// keep 100: after 1,000 pushes of 0..999 the peak of the newest 100 is
+	// 999 and their smallest 900; the slice never exceeds twice keep.
+	b := baseInput{keep: 100}
+	for i := range int64(1000) {
+		b.push(reclaimable.Resources{CPUMilli: i, MemoryBytes: 999 - i}, reclaimable.Resources{})
+		if len(b.usage) > 200 {
+			t.Fatalf("after push %d: %d samples kept, want at most 200", i, len(b.usage))
+		}
+	}
+	if p := b.peak(100); p.CPUMilli != 999 || p.MemoryBytes != 99 {
+		t.Errorf("peak of the newest 100: %+v, want CPU 999 and memory 99", p)
+	}
+	// Without keep, a baseline keeps maxBaseSteps (at most twice that).
+	var d baseInput
+	for i := range int64(1000) {
+		d.push(reclaimable.Resources{MemoryBytes: 999 - i}, reclaimable.Resources{})
+	}
+	if n := len(d.usage); n < maxBaseSteps || n > 2*maxBaseSteps {
+		t.Errorf("%d samples kept without keep, want %d to %d", n, maxBaseSteps, 2*maxBaseSteps)
+	}
+	if p := d.peak(maxBaseSteps); p.MemoryBytes != 999-1000+maxBaseSteps {
+		t.Errorf("peak of the newest %d: %+v, want memory %d", maxBaseSteps, p, 999-1000+maxBaseSteps)
+	}
+}
+
+func TestRunPlacesNoBatchPodBeforeTheWarmUp(t *testing.T) {
+	// The pod uses 2 CPUs and 1Gi throughout: the room is 8 CPUs and 9Gi
+	// from the first step on, but with a warm-up of two steps nothing is
+	// held before the third (index 2), and from then on all of it.
+	tr := traceOf(t, []int64{2, 2, 2, 2, 2}, []int64{1, 1, 1, 1, 1})
+	for _, tc := range []struct {
+		warmUp time.Duration
+		first  int
+	}{{0, 0}, {5 * time.Minute, 1}, {10 * time.Minute, 2}} {
+		cfg := exactConfig()
+		cfg.WarmUp = tc.warmUp
+		s := exactSettings()
+		rep, err := Run(context.Background(), tr, []Contender{{Name: "exact", Settings: &s}}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for k, h := range rep.Results[0].Timeline.Held {
+			want := reclaimable.Resources{CPUMilli: 8000, MemoryBytes: 9 * gi}
+			if k < tc.first {
+				want = reclaimable.Resources{}
+			}
+			if h != want {
+				t.Errorf("warm-up %s, step %d: held %+v, want %+v", tc.warmUp, k, h, want)
+			}
+		}
 	}
 }
