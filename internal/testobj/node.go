@@ -91,7 +91,7 @@ func (n *NodeWrapper) Allocatable(cpu, memory string) *NodeWrapper {
 }
 
 // Floor sets the reclaimed resources of status.capacity and
-// status.allocatable, the status value the publisher and the webhook write
+// status.allocatable: the floor the publisher and the webhook write
 // (max(room, held) when they agree with the annotation).
 func (n *NodeWrapper) Floor(r reclaimable.Resources) *NodeWrapper {
 	for _, l := range []*corev1.ResourceList{&n.Status.Capacity, &n.Status.Allocatable} {
