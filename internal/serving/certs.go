@@ -58,7 +58,7 @@ func (r *CertReloader) reload() (bool, error) {
 	if same {
 		return false, r.setErr(nil)
 	}
-	// X509KeyPair parses the leaf too (pair.Leaf).
+	// X509KeyPair fills pair.Leaf (Go 1.23 on), which Check and Run read.
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// A writer may have replaced one file but not yet the other.
