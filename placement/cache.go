@@ -217,7 +217,7 @@ func (e *Entry) judge(now time.Time, nowNs int64, alive bool, staleAfter time.Du
 		return v
 	}
 	fr := reclaimable.Judge(e.annotation, e.present, now, staleAfter, alive)
-	fr.Values = clampTo(fr.Values, e.allocatable)
+	fr.Room = clampTo(fr.Room, e.allocatable)
 	v := &verdict{Freshness: fr, from: math.MinInt64, until: math.MaxInt64}
 	switch {
 	case fr.Annotation == nil:
@@ -312,7 +312,7 @@ func clampOf(annotation string, present bool, allocatable reclaimable.Resources)
 	if err != nil {
 		return clamp{}
 	}
-	v := a.Values()
+	v := a.Room()
 	return clamp{cpu: v.CPUMilli > allocatable.CPUMilli, memory: v.MemoryBytes > allocatable.MemoryBytes, annotated: v}
 }
 
@@ -448,7 +448,7 @@ func (c *Cache) stateLocked(e *Entry, now time.Time, nowNs int64, alive bool) St
 		return State{}
 	}
 	v := e.judge(now, nowNs, alive, c.staleAfter)
-	pub := v.Values // zero unless fresh
+	pub := v.Room // zero unless fresh
 	return State{
 		Known: true, Fresh: v.Fresh, Reason: v.Reason, Published: pub,
 		Free: reclaimable.Resources{

@@ -58,10 +58,10 @@ func TestCachedVerdictAgreesWithJudge(t *testing.T) {
 			alive := rng.IntN(4) != 0
 			got := e.judge(now, now.UnixNano(), alive, staleAfter)
 			want := reclaimable.Judge(e.annotation, e.present, now, staleAfter, alive)
-			want.Values = clampTo(want.Values, e.allocatable)
-			if got.Fresh != want.Fresh || got.Reason != want.Reason || got.Values != want.Values {
+			want.Room = clampTo(want.Room, e.allocatable)
+			if got.Fresh != want.Fresh || got.Reason != want.Reason || got.Room != want.Room {
 				t.Fatalf("%s at written%+v alive=%v: cached {%v %q %+v}, Judge {%v %q %+v}", name, now.Sub(written), alive,
-					got.Fresh, got.Reason, got.Values, want.Fresh, want.Reason, want.Values)
+					got.Fresh, got.Reason, got.Room, want.Fresh, want.Reason, want.Room)
 			}
 		}
 	}

@@ -44,8 +44,8 @@ const (
 
 // Published is what the node's annotation says was last written.
 type Published struct {
-	// Values are the room.
-	Values reclaimable.Resources
+	// Room is the room the annotation carries.
+	Room reclaimable.Resources
 	// Held is what the annotation says reclaimed pods held; zero when it
 	// does not say.
 	Held reclaimable.Resources
@@ -64,7 +64,7 @@ type Observed struct {
 	Status *reclaimable.Resources
 	// Held is the sum of the reclaimed requests of the node's live pods:
 	// room already promised, which a decrease must withdraw at once, and
-	// the floor of the status value.
+	// the lower bound of the floor.
 	Held reclaimable.Resources
 }
 
@@ -83,24 +83,24 @@ type Gate struct {
 
 // Decision is what to write to one node, and why. It keeps the two numbers
 // of a node apart (docs/design.md#two-numbers-per-node): the room, which the
-// extender schedules against and which may drop to zero, and the status
-// value, which kubelet admits against and which never drops below what
+// extender schedules against and which may drop to zero, and the floor,
+// which kubelet admits against and which never drops below what
 // reclaimed pods hold.
 type Decision struct {
-	// WriteAnnotation: write a new annotation carrying Values and Held.
+	// WriteAnnotation: write a new annotation carrying Room and Held.
 	WriteAnnotation bool
 	// WriteStatus: set the reclaimed resources in status.capacity and
-	// status.allocatable to Status.
+	// status.allocatable to Floor.
 	WriteStatus bool
-	// Values are the room the annotation carries once the writes are done.
-	// They differ from the computed values where a change was held back.
-	Values reclaimable.Resources
+	// Room is the room the annotation carries once the writes are done. It
+	// differs from the computed room where a change was held back.
+	Room reclaimable.Resources
 	// Held is what the annotation says reclaimed pods hold once the writes
 	// are done: Observed.Held.
 	Held reclaimable.Resources
-	// Status is the status value once the writes are done: per resource
-	// max(Values, Held), the same rule the webhook applies.
-	Status reclaimable.Resources
+	// Floor is what the node status carries once the writes are done: per
+	// resource max(Room, Held), the same rule the webhook applies.
+	Floor reclaimable.Resources
 	// Reason is one of the Publish or Hold constants.
 	Reason string
 }
@@ -127,15 +127,15 @@ func (d Decision) Writes() bool { return d.WriteAnnotation || d.WriteStatus }
 //     hold is not what the annotation says, so the floor readers apply
 //     would be wrong.
 //
-// Otherwise the annotation stays and Values are its values. The status is
-// written whenever it does not carry Status = max(Values, Held), alone with
+// Otherwise the annotation stays and Room is its room. The status is
+// written whenever it does not carry Floor = max(Room, Held), alone with
 // the reason status-mismatch when the annotation stays.
 func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate) Decision {
 	prev := obs.Published
 	if prev == nil {
-		return withStatus(Decision{WriteAnnotation: true, Values: computed, Reason: PublishInitial}, obs)
+		return withStatus(Decision{WriteAnnotation: true, Room: computed, Reason: PublishInitial}, obs)
 	}
-	old := prev.Values
+	old := prev.Room
 	age := now.Sub(prev.WriteTime)
 	refreshDue := age > g.Refresh || age < -g.Refresh
 
@@ -148,7 +148,7 @@ func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate)
 	if refreshDue {
 		next = computed
 	}
-	d := Decision{WriteAnnotation: true, Values: next}
+	d := Decision{WriteAnnotation: true, Room: next}
 	switch {
 	case decreased:
 		d.Reason = PublishDecreased
@@ -158,9 +158,9 @@ func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate)
 		d.Reason = PublishRefresh
 	case prev.Held != obs.Held:
 		// Any change of the room itself was held back: it stays as published.
-		d.Values, d.Reason = old, PublishHeldChanged
+		d.Room, d.Reason = old, PublishHeldChanged
 	default:
-		d = Decision{Values: old, Reason: HoldUnchanged}
+		d = Decision{Room: old, Reason: HoldUnchanged}
 		switch {
 		case heldBack:
 			d.Reason = HoldNoise
@@ -175,12 +175,12 @@ func Decide(obs Observed, computed reclaimable.Resources, now time.Time, g Gate)
 	return withStatus(d, obs)
 }
 
-// withStatus completes d with what is held and the status value, and writes
-// the status when it does not carry that value.
+// withStatus completes d with what is held and the floor, and writes the
+// status when it does not carry the floor.
 func withStatus(d Decision, obs Observed) Decision {
 	d.Held = obs.Held
-	d.Status = d.Values.Max(obs.Held)
-	d.WriteStatus = obs.Status == nil || *obs.Status != d.Status
+	d.Floor = d.Room.Max(obs.Held)
+	d.WriteStatus = obs.Status == nil || *obs.Status != d.Floor
 	return d
 }
 

@@ -17,33 +17,33 @@ func TestDecide(t *testing.T) {
 	// on is a node whose annotation says cpu/mem, written ago, with the
 	// status carrying the same values and nothing held.
 	on := func(cpu, mem int64, ago time.Duration) Observed {
-		return Observed{Published: &Published{Values: vals(cpu, mem), WriteTime: now.Add(-ago)}, Status: status(cpu, mem)}
+		return Observed{Published: &Published{Room: vals(cpu, mem), WriteTime: now.Add(-ago)}, Status: status(cpu, mem)}
 	}
 	with := func(o Observed, f func(*Observed)) Observed { f(&o); return o }
 	// holding is o with reclaimed pods holding cpu/mem, as its annotation
 	// already says, and a status at the floor.
 	holding := func(o Observed, cpu, mem int64) Observed {
 		o.Held, o.Published.Held = vals(cpu, mem), vals(cpu, mem)
-		o.Status = status(max(o.Published.Values.CPUMilli, cpu), max(o.Published.Values.MemoryBytes, mem))
+		o.Status = status(max(o.Published.Room.CPUMilli, cpu), max(o.Published.Room.MemoryBytes, mem))
 		return o
 	}
 	gateWith := func(f func(*Gate)) Gate { g := gate; f(&g); return g }
 	// The helpers build decisions for nodes where nothing is held, whose
 	// status value is the room; heldBy adds what is held and the floor.
 	annotationAndStatus := func(reason string, v reclaimable.Resources) Decision {
-		return Decision{WriteAnnotation: true, WriteStatus: true, Values: v, Status: v, Reason: reason}
+		return Decision{WriteAnnotation: true, WriteStatus: true, Room: v, Floor: v, Reason: reason}
 	}
 	annotationOnly := func(reason string, v reclaimable.Resources) Decision {
-		return Decision{WriteAnnotation: true, Values: v, Status: v, Reason: reason}
+		return Decision{WriteAnnotation: true, Room: v, Floor: v, Reason: reason}
 	}
 	statusOnly := func(reason string, v reclaimable.Resources) Decision {
-		return Decision{WriteStatus: true, Values: v, Status: v, Reason: reason}
+		return Decision{WriteStatus: true, Room: v, Floor: v, Reason: reason}
 	}
 	nothing := func(reason string, v reclaimable.Resources) Decision {
-		return Decision{Values: v, Status: v, Reason: reason}
+		return Decision{Room: v, Floor: v, Reason: reason}
 	}
 	heldBy := func(d Decision, held reclaimable.Resources) Decision {
-		d.Held, d.Status = held, d.Values.Max(held)
+		d.Held, d.Floor = held, d.Room.Max(held)
 		return d
 	}
 
@@ -141,15 +141,15 @@ func TestDecide(t *testing.T) {
 		// The floor: two numbers per node.
 		{"stale metrics with held pods drop the room to zero but keep the status at what is held",
 			holding(on(6000, 8<<30, time.Minute), 4000, 2<<30), vals(0, 0), gate,
-			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(0, 0), Held: vals(4000, 2<<30),
-				Status: vals(4000, 2<<30), Reason: PublishDecreased}},
+			Decision{WriteAnnotation: true, WriteStatus: true, Room: vals(0, 0), Held: vals(4000, 2<<30),
+				Floor: vals(4000, 2<<30), Reason: PublishDecreased}},
 		{"still stale with the same pods held writes nothing",
 			holding(on(0, 0, time.Minute), 4000, 2<<30), vals(0, 0), gate,
 			heldBy(nothing(HoldUnchanged, vals(0, 0)), vals(4000, 2<<30))},
 		{"a pod finishing while stale lowers the held and the floor with it",
 			with(holding(on(0, 0, time.Minute), 4000, 2<<30), func(o *Observed) { o.Held = vals(1000, 1<<30) }), vals(0, 0), gate,
-			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(0, 0), Held: vals(1000, 1<<30),
-				Status: vals(1000, 1<<30), Reason: PublishHeldChanged}},
+			Decision{WriteAnnotation: true, WriteStatus: true, Room: vals(0, 0), Held: vals(1000, 1<<30),
+				Floor: vals(1000, 1<<30), Reason: PublishHeldChanged}},
 		{"the last pod finishing while stale takes the floor to zero",
 			with(holding(on(0, 0, time.Minute), 4000, 2<<30), func(o *Observed) { o.Held = vals(0, 0) }), vals(0, 0), gate,
 			annotationAndStatus(PublishHeldChanged, vals(0, 0))},
@@ -161,25 +161,25 @@ func TestDecide(t *testing.T) {
 			heldBy(annotationOnly(PublishHeldChanged, vals(6000, 8<<30)), vals(2000, 1<<30))},
 		{"held above the room after a usage spike sets the status to what is held",
 			holding(on(6000, 8<<30, time.Minute), 4000, 1<<30), vals(1000, 8<<30), gate,
-			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(1000, 8<<30), Held: vals(4000, 1<<30),
-				Status: vals(4000, 8<<30), Reason: PublishDecreased}},
+			Decision{WriteAnnotation: true, WriteStatus: true, Room: vals(1000, 8<<30), Held: vals(4000, 1<<30),
+				Floor: vals(4000, 8<<30), Reason: PublishDecreased}},
 		{"an annotation written before held existed is rewritten once pods hold something",
 			with(on(6000, 8<<30, time.Minute), func(o *Observed) { o.Held = vals(4000, 0) }), vals(6000, 8<<30), gate,
 			heldBy(annotationOnly(PublishHeldChanged, vals(6000, 8<<30)), vals(4000, 0))},
 		{"a node without annotation whose pods hold more than the room gets a status at what is held",
 			Observed{Held: vals(4000, 2<<30)}, vals(0, 0), gate,
-			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(0, 0), Held: vals(4000, 2<<30),
-				Status: vals(4000, 2<<30), Reason: PublishInitial}},
+			Decision{WriteAnnotation: true, WriteStatus: true, Room: vals(0, 0), Held: vals(4000, 2<<30),
+				Floor: vals(4000, 2<<30), Reason: PublishInitial}},
 		{"a publisher back after a long absence rewrites the room and keeps the status at what is held",
 			holding(on(6000, 8<<30, time.Hour), 4000, 2<<30), vals(0, 0), gate,
-			Decision{WriteAnnotation: true, WriteStatus: true, Values: vals(0, 0), Held: vals(4000, 2<<30),
-				Status: vals(4000, 2<<30), Reason: PublishDecreased}},
+			Decision{WriteAnnotation: true, WriteStatus: true, Room: vals(0, 0), Held: vals(4000, 2<<30),
+				Floor: vals(4000, 2<<30), Reason: PublishDecreased}},
 		{"a status zeroed by kubelet while pods hold more than the room is rewritten at the floor",
 			with(holding(on(0, 0, time.Minute), 4000, 2<<30), func(o *Observed) { o.Status = status(0, 0) }), vals(0, 0), gate,
-			Decision{WriteStatus: true, Values: vals(0, 0), Held: vals(4000, 2<<30), Status: vals(4000, 2<<30), Reason: PublishStatusMismatch}},
+			Decision{WriteStatus: true, Room: vals(0, 0), Held: vals(4000, 2<<30), Floor: vals(4000, 2<<30), Reason: PublishStatusMismatch}},
 		{"a status at the room instead of the floor is rewritten",
 			with(holding(on(1000, 8<<30, time.Minute), 4000, 0), func(o *Observed) { o.Status = status(1000, 8<<30) }), vals(1000, 8<<30), gate,
-			Decision{WriteStatus: true, Values: vals(1000, 8<<30), Held: vals(4000, 0), Status: vals(4000, 8<<30), Reason: PublishStatusMismatch}},
+			Decision{WriteStatus: true, Room: vals(1000, 8<<30), Held: vals(4000, 0), Floor: vals(4000, 8<<30), Reason: PublishStatusMismatch}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

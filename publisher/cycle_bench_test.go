@@ -514,7 +514,7 @@ func simulateWrites(tb testing.TB, noise float64) (*writesResult, error) {
 	nodes := p.nodes.List()
 	nz := 0
 	for _, obj := range nodes {
-		if a := obj.(*nodeRecord).Published; a != nil && a.Values.CPUMilli > 0 && a.Values.MemoryBytes > 0 {
+		if a := obj.(*nodeRecord).Published; a != nil && a.Room.CPUMilli > 0 && a.Room.MemoryBytes > 0 {
 			nz++
 		}
 	}

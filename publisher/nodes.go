@@ -29,7 +29,7 @@ type nodeRecord struct {
 	Labels          map[string]string
 	// Capacity and Allocatable are the native cpu and memory of the status.
 	Capacity, Allocatable reclaimable.Resources
-	// Status is the reclaimed resources the status carries (statusValues).
+	// Status is the reclaimed resources the status carries (statusFloor).
 	Status *reclaimable.Resources
 	// Published is what the annotation says: nil when the node has none or
 	// it does not parse.
@@ -58,11 +58,11 @@ func nodeRecords(names reclaimable.Names, known func(name string) *nodeRecord) c
 		text := node.Annotations[names.Annotation]
 		r := &nodeRecord{Name: node.Name, ResourceVersion: node.ResourceVersion, Labels: node.Labels,
 			Capacity: policyinput.Resources(node.Status.Capacity), Allocatable: policyinput.Resources(node.Status.Allocatable),
-			Status: statusValues(names, node), annotation: maphash.String(seed, text)}
+			Status: statusFloor(names, node), annotation: maphash.String(seed, text)}
 		if old := known(node.Name); old != nil && old.annotation == r.annotation {
 			r.Published = old.Published
 		} else if a, err := reclaimable.Parse(text); err == nil {
-			r.Published = &policy.Published{Values: a.Values(), Held: a.HeldValues(), WriteTime: a.WriteTime}
+			r.Published = &policy.Published{Room: a.Room(), Held: a.HeldOrZero(), WriteTime: a.WriteTime}
 		}
 		return r
 	}
@@ -78,10 +78,10 @@ func storedNode(store cache.Store, name string) *nodeRecord {
 	return r
 }
 
-// statusValues returns the reclaimed resources the node status carries, or
+// statusFloor returns the floor the node status carries, or
 // nil when capacity or allocatable lacks one or they disagree: the publisher
 // always writes both alike (see patchStatus), so anything else needs a write.
-func statusValues(names reclaimable.Names, node *corev1.Node) *reclaimable.Resources {
+func statusFloor(names reclaimable.Names, node *corev1.Node) *reclaimable.Resources {
 	get := func(name corev1.ResourceName) (int64, bool) {
 		c, okC := node.Status.Capacity[name]
 		a, okA := node.Status.Allocatable[name]

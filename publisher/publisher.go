@@ -502,18 +502,18 @@ func (p *Publisher) evaluate(node *nodeRecord, cfg *policy.Config, now time.Time
 	obs := policy.Observed{Status: node.Status, Held: held, Published: node.Published}
 	d := policy.Decide(obs, res.Resources, now, policy.Gate{ChangeThreshold: settings.ChangeThreshold,
 		DecreaseThreshold: p.opts.DecreaseThreshold, Refresh: p.opts.RefreshInterval})
-	o.room = d.Values
+	o.room = d.Room
 	if !d.Writes() {
 		return o, res
 	}
-	w := &write{node: node.Name, values: d.Values, floor: d.Status, reason: d.Reason, status: d.WriteStatus}
+	w := &write{node: node.Name, values: d.Room, floor: d.Floor, reason: d.Reason, status: d.WriteStatus}
 	if obs.Published != nil {
-		w.carried, w.written = obs.Published.Values, obs.Published.WriteTime
+		w.carried, w.written = obs.Published.Room, obs.Published.WriteTime
 	}
 	if d.WriteAnnotation {
 		expl := res.Explanation
 		held := d.Held
-		ann := reclaimable.Annotation{CPUMilli: d.Values.CPUMilli, MemoryBytes: d.Values.MemoryBytes, Held: &held, Policy: string(res.Policy),
+		ann := reclaimable.Annotation{CPUMilli: d.Room.CPUMilli, MemoryBytes: d.Room.MemoryBytes, Held: &held, Policy: string(res.Policy),
 			Pool: pool, MetricsTime: res.MetricsTime, WriteTime: now.UTC().Truncate(time.Second), ZeroReason: res.ZeroReason, Explanation: &expl}
 		value, err := ann.Marshal()
 		if err != nil {

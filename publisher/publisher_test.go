@@ -383,7 +383,7 @@ func TestCurrentAnnotationWithoutStatusRewritesOnlyTheStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if v := statusValues(p.names, got); v == nil || *v != current {
+	if v := statusFloor(p.names, got); v == nil || *v != current {
 		t.Errorf("status carries %+v, want %+v", v, current)
 	}
 	// Count the series first: reading one creates it.
@@ -423,14 +423,14 @@ func TestStaleMetricsDropTheRoomButKeepTheStatusAtWhatIsHeld(t *testing.T) {
 		{"idle", reclaimable.Resources{}, reclaimable.Resources{}},
 	} {
 		a := annotation(t, client, tc.node)
-		if !a.Values().IsZero() || a.Held == nil || *a.Held != tc.held {
-			t.Errorf("%s: annotation room %+v held %+v, want zero room and held %+v", tc.node, a.Values(), a.Held, tc.held)
+		if !a.Room().IsZero() || a.Held == nil || *a.Held != tc.held {
+			t.Errorf("%s: annotation room %+v held %+v, want zero room and held %+v", tc.node, a.Room(), a.Held, tc.held)
 		}
 		got, err := client.CoreV1().Nodes().Get(ctx, tc.node, metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v := statusValues(p.names, got); v == nil || *v != tc.status {
+		if v := statusFloor(p.names, got); v == nil || *v != tc.status {
 			t.Errorf("%s: status carries %+v, want %+v", tc.node, v, tc.status)
 		}
 	}
@@ -493,7 +493,7 @@ func TestNodeRecordKeepsWhatEvaluateReads(t *testing.T) {
 	if got.Status == nil || *got.Status != (reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}) {
 		t.Errorf("status values %+v, want 500 / 2048", got.Status)
 	}
-	want := policy.Published{Values: reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}, Held: reclaimable.Resources{CPUMilli: 100}, WriteTime: written}
+	want := policy.Published{Room: reclaimable.Resources{CPUMilli: 500, MemoryBytes: 2048}, Held: reclaimable.Resources{CPUMilli: 100}, WriteTime: written}
 	if got.Published == nil || *got.Published != want {
 		t.Fatalf("published %+v, want %+v", got.Published, want)
 	}
@@ -504,7 +504,7 @@ func TestNodeRecordKeepsWhatEvaluateReads(t *testing.T) {
 		t.Errorf("the unchanged annotation was parsed again (%p, then %p)", first, got.Published)
 	}
 	// A publish changes it.
-	if got = record(full("9", text(300))); got.Published == first || got.Published == nil || got.Published.Values.CPUMilli != 300 {
+	if got = record(full("9", text(300))); got.Published == first || got.Published == nil || got.Published.Room.CPUMilli != 300 {
 		t.Errorf("after a publish of 300m the record says %+v", got.Published)
 	}
 	// Allocatable unlike capacity, no annotation, an annotation that does

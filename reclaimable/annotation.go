@@ -76,14 +76,14 @@ func Parse(value string) (Annotation, error) {
 	return a, nil
 }
 
-// Values returns the published amounts.
-func (a *Annotation) Values() Resources {
+// Room returns the room: the amounts the annotation publishes.
+func (a *Annotation) Room() Resources {
 	return Resources{CPUMilli: a.CPUMilli, MemoryBytes: a.MemoryBytes}
 }
 
-// HeldValues returns what reclaimed pods held at write time; zero when the
-// annotation does not say.
-func (a *Annotation) HeldValues() Resources {
+// HeldOrZero returns held: what reclaimed pods held at write time; zero when
+// the annotation does not say.
+func (a *Annotation) HeldOrZero() Resources {
 	if a.Held == nil {
 		return Resources{}
 	}
@@ -107,8 +107,8 @@ const (
 
 // Freshness is the verdict on a node's annotation at one instant.
 type Freshness struct {
-	// Values are the trustworthy values: the annotated ones when fresh, zero otherwise.
-	Values Resources
+	// Room is the room readers may count: the annotated one when fresh, zero otherwise.
+	Room Resources
 	// Held is what the annotation says reclaimed pods held, whenever it
 	// could be parsed, fresh or not: the floor of the node status.
 	Held  Resources
@@ -134,7 +134,7 @@ func Judge(value string, present bool, now time.Time, staleAfter time.Duration, 
 		return Freshness{Reason: ReasonMalformed, Detail: err.Error()}
 	}
 	age := now.Sub(a.WriteTime)
-	held := a.HeldValues()
+	held := a.HeldOrZero()
 	switch {
 	case age > staleAfter:
 		return Freshness{Reason: ReasonWriteTooOld, Annotation: &a, Held: held,
@@ -146,5 +146,5 @@ func Judge(value string, present bool, now time.Time, staleAfter time.Duration, 
 		return Freshness{Reason: ReasonPublisherDown, Annotation: &a, Held: held,
 			Detail: "publisher leader lease not renewed for two lease durations"}
 	}
-	return Freshness{Fresh: true, Annotation: &a, Values: a.Values(), Held: held}
+	return Freshness{Fresh: true, Annotation: &a, Room: a.Room(), Held: held}
 }

@@ -37,7 +37,7 @@ func FuzzParse(f *testing.F) {
 			if (err == nil) != (fr.Annotation != nil) || (err != nil && fr.Reason != ReasonMalformed) {
 				t.Fatalf("Parse error %v but Judge %+v", err, fr)
 			}
-			if fr.Fresh && (fr.Values != a.Values() || fr.Held != a.HeldValues() || fr.Reason != "") {
+			if fr.Fresh && (fr.Room != a.Room() || fr.Held != a.HeldOrZero() || fr.Reason != "") {
 				t.Fatalf("fresh verdict %+v for %+v", fr, a)
 			}
 		}
@@ -47,7 +47,7 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if a.CPUMilli < 0 || a.MemoryBytes < 0 || a.HeldValues().CPUMilli < 0 || a.HeldValues().MemoryBytes < 0 || a.WriteTime.IsZero() {
+		if a.CPUMilli < 0 || a.MemoryBytes < 0 || a.HeldOrZero().CPUMilli < 0 || a.HeldOrZero().MemoryBytes < 0 || a.WriteTime.IsZero() {
 			t.Fatalf("accepted %q as %+v", value, a)
 		}
 		first, err := a.Marshal()
@@ -63,7 +63,7 @@ func FuzzParse(f *testing.F) {
 		if err != nil {
 			t.Fatalf("re-parsing %s: %v", first, err)
 		}
-		if !b.WriteTime.Equal(a.WriteTime) || b.Values() != a.Values() || b.HeldValues() != a.HeldValues() {
+		if !b.WriteTime.Equal(a.WriteTime) || b.Room() != a.Room() || b.HeldOrZero() != a.HeldOrZero() {
 			t.Fatalf("round trip changed %+v into %+v", a, b)
 		}
 		second, err := b.Marshal()

@@ -118,9 +118,9 @@ func TestJudge(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := Judge(tc.value, tc.present, now, 10*time.Minute, tc.alive)
-			if f.Fresh != tc.fresh || f.Reason != tc.reason || f.Values != tc.values {
+			if f.Fresh != tc.fresh || f.Reason != tc.reason || f.Room != tc.values {
 				t.Errorf("got fresh=%v reason=%q values=%+v (%s), want fresh=%v reason=%q values=%+v",
-					f.Fresh, f.Reason, f.Values, f.Detail, tc.fresh, tc.reason, tc.values)
+					f.Fresh, f.Reason, f.Room, f.Detail, tc.fresh, tc.reason, tc.values)
 			}
 			if !f.Fresh && f.Detail == "" {
 				t.Error("a stale verdict must explain itself")

@@ -434,7 +434,7 @@ func TestCachedJudgementMatchesJudgeOnTheFullAnnotation(t *testing.T) {
 			for range 2 { // the second time from the cache
 				got := th.nodes.judge("n1", v, true, testNow)
 				want := reclaimable.Judge(v, true, testNow, 10*time.Minute, alive)
-				if got.Fresh != want.Fresh || got.Reason != want.Reason || got.Values != want.Values || got.Detail != want.Detail {
+				if got.Fresh != want.Fresh || got.Reason != want.Reason || got.Room != want.Room || got.Detail != want.Detail {
 					t.Errorf("alive=%v value %s:\n got %+v\nwant %+v", alive, v, got, want)
 				}
 			}

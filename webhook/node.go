@@ -168,7 +168,7 @@ func (h *nodeMutator) reclaimedPatches(nodeName string, f reclaimable.Freshness,
 	// annotation says reclaimed pods held, so that kubelet, re-admitting
 	// every pod when it restarts, rejects none of them; see
 	// docs/design.md#two-numbers-per-node.
-	want := h.clamp(nodeName, f.Values.Max(f.Held), capacity, allocatable)
+	want := h.clamp(nodeName, f.Room.Max(f.Held), capacity, allocatable)
 	capP = mapPatch{path: "/status/capacity", current: capacity, escaped: h.escaped}
 	allocP = mapPatch{path: "/status/allocatable", current: allocatable, escaped: h.escaped}
 	cpu, mem := string(h.names.CPU), string(h.names.Memory)

@@ -458,7 +458,7 @@ func (d *demo) rows(ctx context.Context) ([]nodeRow, error) {
 	for _, n := range nodes.Items {
 		f := reclaimable.Judge(n.Annotations[names.Annotation], n.Annotations[names.Annotation] != "", time.Now(), reclaimable.DefaultStaleAfter, true)
 		r := nodeRow{name: n.Name, allocCPU: n.Status.Allocatable.Cpu().MilliValue(), allocMem: n.Status.Allocatable.Memory().Value(),
-			usageCPU: usage[n.Name][0], usageMem: usage[n.Name][1], pubCPU: f.Values.CPUMilli, pubMem: f.Values.MemoryBytes, stale: f.Reason}
+			usageCPU: usage[n.Name][0], usageMem: usage[n.Name][1], pubCPU: f.Room.CPUMilli, pubMem: f.Room.MemoryBytes, stale: f.Reason}
 		rows = append(rows, r)
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].name < rows[j].name })

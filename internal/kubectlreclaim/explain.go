@@ -156,7 +156,7 @@ func explainReport(node *corev1.Node, names reclaimable.Names, now time.Time, st
 	}
 	a := f.Annotation
 	r := &ExplainReport{TypeMeta: typeMeta("NodeExplanation"), Node: node.Name, Time: now, Fresh: f.Fresh, StaleReason: f.Reason, StaleDetail: f.Detail,
-		Published: f.Values, Held: a.HeldValues(), Floor: f.Values.Max(a.HeldValues()), PublisherLease: lease, Annotation: a, Consistent: true}
+		Published: f.Room, Held: a.HeldOrZero(), Floor: f.Room.Max(a.HeldOrZero()), PublisherLease: lease, Annotation: a, Consistent: true}
 	if a.Explanation != nil {
 		ev := reclaimable.Resources{CPUMilli: a.Explanation.CPU.Evaluate(), MemoryBytes: a.Explanation.Memory.Evaluate()}
 		r.Evaluated = &ev
@@ -190,8 +190,8 @@ func writeExplain(out io.Writer, node *corev1.Node, names reclaimable.Names, now
 		fmt.Fprintf(w, "Usage sample:\t%s ago, %s before the write (%s)\n",
 			age(now, a.MetricsTime), shortDuration(a.WriteTime.Sub(a.MetricsTime)), a.MetricsTime.UTC().Format(time.RFC3339))
 	}
-	held := a.HeldValues()
-	floor := f.Values.Max(held)
+	held := a.HeldOrZero()
+	floor := f.Room.Max(held)
 	fmt.Fprintf(w, "Held:\tcpu %s, memory %s (what reclaimed pods held at the write)\n", FormatCPU(held.CPUMilli), memoryExact(held.MemoryBytes))
 	fmt.Fprintf(w, "Floor:\tcpu %s, memory %s (max of held and the room in effect: the status value kubelet admits against)\n",
 		FormatCPU(floor.CPUMilli), memoryExact(floor.MemoryBytes))

@@ -95,9 +95,9 @@ func buildNodeReport(node *corev1.Node, names reclaimable.Names, requested recla
 	f := judge(value, present, now, staleAfter, lease)
 	r := NodeReport{
 		Name:          node.Name,
-		Room:          f.Values,
+		Room:          f.Room,
 		Held:          requested,
-		Floor:         f.Values.Max(requested),
+		Floor:         f.Room.Max(requested),
 		ReclaimedPods: pods,
 		Fresh:         f.Fresh,
 		StaleReason:   f.Reason,

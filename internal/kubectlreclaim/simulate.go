@@ -174,7 +174,7 @@ func (s *SimulateOptions) simulate(in *simulationInput, names reclaimable.Names,
 // published sets what kube-reclaim publishes now for the node, as judged
 // from its annotation, and the difference.
 func (n *SimulatedNode) published(f reclaimable.Freshness) {
-	pub := f.Values
+	pub := f.Room
 	n.Published = &pub
 	if !f.Fresh {
 		n.PublishedStale = f.Reason

@@ -350,13 +350,13 @@ func (r *run) decideNode(k, n int, now time.Time) {
 		d := policy.Decide(policy.Observed{Published: ns.published, Status: &ns.status, Held: ns.held}, res.Resources, now,
 			policy.Gate{ChangeThreshold: threshold, DecreaseThreshold: r.cfg.DecreaseThreshold, Refresh: r.cfg.Refresh})
 		if d.WriteAnnotation {
-			ns.published = &policy.Published{Values: d.Values, Held: d.Held, WriteTime: now}
+			ns.published = &policy.Published{Room: d.Room, Held: d.Held, WriteTime: now}
 			ns.acc.writes++
 		}
 		if d.WriteStatus {
-			ns.status = d.Status
+			ns.status = d.Floor
 		}
-		ns.room, ns.stale = d.Values, res.ZeroReason != ""
+		ns.room, ns.stale = d.Room, res.ZeroReason != ""
 	}
 }
 

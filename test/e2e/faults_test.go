@@ -246,7 +246,7 @@ func (e *env) testMetricsServerDown(t *testing.T) {
 			return false
 		}
 		for _, n := range e.nodes {
-			if a := vs[n].Ann; a != nil && a.Values().IsZero() && a.ZeroReason != "" {
+			if a := vs[n].Ann; a != nil && a.Room().IsZero() && a.ZeroReason != "" {
 				if _, done := zeroAt[n]; !done {
 					zeroAt[n] = time.Since(stopped)
 				}
@@ -336,7 +336,7 @@ func (e *env) placeHeld(t *testing.T, ns string, n int, cpuMilli, memBytes int64
 		}
 		waiting = waiting[:0]
 		for nd, v := range mustViews(t, e) {
-			if v.Ann == nil || v.Ann.HeldValues() != st.Bookings[nd] || !v.StatusMatchesAnnotation() {
+			if v.Ann == nil || v.Ann.HeldOrZero() != st.Bookings[nd] || !v.StatusMatchesAnnotation() {
 				waiting = append(waiting, fmt.Sprintf("%s (bookings %+v, annotation %s, capacity %+v)", nd, st.Bookings[nd], v.Raw, v.Capacity))
 			}
 		}
@@ -385,10 +385,10 @@ func (e *env) floorLook(ctx context.Context, ns string, placed map[string]string
 			if !nv.HasStatus || below(nv.Capacity, heldNow) || below(nv.Allocatable, heldNow) {
 				v = append(v, fmt.Sprintf("node %s: status capacity %+v allocatable %+v below what its pods hold %+v", n, nv.Capacity, nv.Allocatable, heldNow))
 			}
-			if nv.Ann != nil && nv.Ann.Values().IsZero() && (nv.Capacity != nv.Ann.HeldValues() || nv.Allocatable != nv.Ann.HeldValues()) {
+			if nv.Ann != nil && nv.Ann.Room().IsZero() && (nv.Capacity != nv.Ann.HeldOrZero() || nv.Allocatable != nv.Ann.HeldOrZero()) {
 				if off[n]++; off[n] >= 2 {
 					v = append(v, fmt.Sprintf("node %s: room zero but status capacity %+v allocatable %+v, not the held %+v of its annotation",
-						n, nv.Capacity, nv.Allocatable, nv.Ann.HeldValues()))
+						n, nv.Capacity, nv.Allocatable, nv.Ann.HeldOrZero()))
 				}
 			} else {
 				off[n] = 0
@@ -407,8 +407,8 @@ func (e *env) floorLook(ctx context.Context, ns string, placed map[string]string
 		}
 		nv := vs[victimNode]
 		_, victimThere := st.BoundTo[victim]
-		seen := deleted && !victimThere && nv.Ann != nil && nv.Ann.HeldValues() == st.Bookings[victimNode] &&
-			nv.Capacity == nv.Ann.Values().Max(st.Bookings[victimNode]) && nv.Allocatable == nv.Capacity
+		seen := deleted && !victimThere && nv.Ann != nil && nv.Ann.HeldOrZero() == st.Bookings[victimNode] &&
+			nv.Capacity == nv.Ann.Room().Max(st.Bookings[victimNode]) && nv.Allocatable == nv.Capacity
 		return v, seen
 	}
 }

@@ -45,7 +45,7 @@ type NodeView struct {
 }
 
 // Published is what the annotation offers right now (zero unless fresh).
-func (v NodeView) Published() reclaimable.Resources { return v.Fresh.Values }
+func (v NodeView) Published() reclaimable.Resources { return v.Fresh.Room }
 
 // StatusMatchesAnnotation reports whether capacity and allocatable both
 // carry the status value the annotation stands for: per resource the room
@@ -55,7 +55,7 @@ func (v NodeView) StatusMatchesAnnotation() bool {
 	if v.Ann == nil || !v.HasStatus {
 		return false
 	}
-	want := v.Ann.Values().Max(v.Ann.HeldValues())
+	want := v.Ann.Room().Max(v.Ann.HeldOrZero())
 	return v.Capacity == want && v.Allocatable == want
 }
 

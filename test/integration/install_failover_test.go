@@ -620,7 +620,7 @@ func valuesProblem(v framework.NodeView) string {
 	case !v.StatusMatchesAnnotation():
 		want := reclaimable.Resources{}
 		if v.Ann != nil {
-			want = v.Ann.Values().Max(v.Ann.HeldValues())
+			want = v.Ann.Room().Max(v.Ann.HeldOrZero())
 		}
 		return fmt.Sprintf("status capacity %+v allocatable %+v, the annotation stands for %+v", v.Capacity, v.Allocatable, want)
 	}
@@ -1196,7 +1196,7 @@ func testInstallUpgrade(t *testing.T, c *cluster.Cluster, u installUpgrade) {
 			continue
 		}
 		oldAnnotations = append(oldAnnotations, fmt.Sprintf("%s room %dm held %dm written %s, status %dm",
-			name, v.Ann.CPUMilli, v.Ann.HeldValues().CPUMilli, v.Ann.WriteTime.Format("15:04:05"), v.Allocatable.CPUMilli))
+			name, v.Ann.CPUMilli, v.Ann.HeldOrZero().CPUMilli, v.Ann.WriteTime.Format("15:04:05"), v.Allocatable.CPUMilli))
 	}
 	sort.Strings(oldAnnotations)
 	held := time.Now()

@@ -425,7 +425,7 @@ func TestPublisher(t *testing.T) {
 		for _, n := range nodes {
 			took, ok := framework.Poll(bound+10*time.Second, 500*time.Millisecond, func() bool {
 				v := view(t, c, n)
-				return v.Ann != nil && v.Ann.CPUMilli == 0 && v.Ann.MemoryBytes == 0 && v.Ann.HeldValues() == held[n] &&
+				return v.Ann != nil && v.Ann.CPUMilli == 0 && v.Ann.MemoryBytes == 0 && v.Ann.HeldOrZero() == held[n] &&
 					v.HasStatus && v.Capacity == held[n] && v.Allocatable == held[n]
 			})
 			if !ok {

@@ -96,7 +96,7 @@ func floorSurvivesKubeletRestart(t *testing.T, c *cluster.Cluster, rn *cluster.R
 	took, ok := framework.Poll(floorMetricsStale+2*statusWriteTimeout, time.Second, func() bool {
 		floored = view(t, c, rn.Name)
 		a := floored.Ann
-		return a != nil && a.CPUMilli == 0 && a.MemoryBytes == 0 && a.ZeroReason != "" && a.HeldValues() == held &&
+		return a != nil && a.CPUMilli == 0 && a.MemoryBytes == 0 && a.ZeroReason != "" && a.HeldOrZero() == held &&
 			floored.Capacity == held && floored.Allocatable == held
 	})
 	if !ok {
@@ -104,7 +104,7 @@ func floorSurvivesKubeletRestart(t *testing.T, c *cluster.Cluster, rn *cluster.R
 			took.Round(time.Second), floored.Ann, floored.Capacity, floored.Allocatable, held)
 	}
 	t.Logf("%s after metrics-server stopped: room 0 (%s), annotation held %+v, status %dm / %d MiB = what the batch pods hold",
-		took.Round(time.Second), floored.Ann.ZeroReason, floored.Ann.HeldValues(), floored.Allocatable.CPUMilli, floored.Allocatable.MemoryBytes>>20)
+		took.Round(time.Second), floored.Ann.ZeroReason, floored.Ann.HeldOrZero(), floored.Allocatable.CPUMilli, floored.Allocatable.MemoryBytes>>20)
 
 	// More than the floor leaves: kubelet must refuse it once restarted.
 	over := reclaimedWorkloadPod(ns, "over-floor", rn.Name, grant)

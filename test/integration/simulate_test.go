@@ -267,7 +267,7 @@ func TestKubectlReclaimSimulate(t *testing.T) {
 				d := int64(-1)
 				for _, v := range []framework.NodeView{before[it.Name], after[it.Name]} {
 					if v.Ann != nil {
-						x := get(it.Reclaimable) - get(v.Ann.Values())
+						x := get(it.Reclaimable) - get(v.Ann.Room())
 						if d < 0 || abs(x) < d {
 							d = abs(x)
 						}
@@ -287,7 +287,7 @@ func TestKubectlReclaimSimulate(t *testing.T) {
 				tolCPU, tolMem = tolCPU+podCPU, tolMem+podMem
 			}
 			t.Logf("node %s: simulated %s/%d, published %+v, difference cpu %dm memory %d B; regular usage moved by up to cpu %dm memory %d B",
-				it.Name, kubectlreclaim.FormatCPU(it.Reclaimable.CPUMilli), it.Reclaimable.MemoryBytes, after[it.Name].Ann.Values(), dCPU, dMem, tolCPU, tolMem)
+				it.Name, kubectlreclaim.FormatCPU(it.Reclaimable.CPUMilli), it.Reclaimable.MemoryBytes, after[it.Name].Ann.Room(), dCPU, dMem, tolCPU, tolMem)
 			if dCPU < 0 || dCPU > tolCPU || dMem > tolMem {
 				t.Errorf("node %s: simulate differs from the published value by cpu %dm memory %d B, more than the usage moved (cpu %dm, memory %d B)",
 					it.Name, dCPU, dMem, tolCPU, tolMem)
