@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	admissionv1 "k8s.io/api/admission/v1"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/certauthority"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/benchfixture"
@@ -93,7 +94,7 @@ func BenchmarkBaselineHandler(b *testing.B) {
 func BenchmarkHTTPSServer(b *testing.B) {
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
 	body := benchfixture.RealisticReview(names, time.Now(), true)
-	certs, err := NewSelfSigned([]string{"127.0.0.1"})
+	certs, err := certauthority.NewSelfSigned([]string{"127.0.0.1"})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,7 +28,9 @@
 // mutator per kind (node.go) computes the JSONPatch as typed operations.
 // NewHandler builds the HTTP handler without a cluster (benchmarks, the load
 // command); Options.Run serves it over TLS with certificate reload or the
-// --self-signed bootstrap; MutatingWebhookConfiguration builds the shipped
+// --self-signed bootstrap (the CA, its Secret and the serving certificate
+// are package certauthority's; cabundle.go keeps the caBundle patched with
+// them); MutatingWebhookConfiguration builds the shipped
 // webhook configuration for any clientConfig. The review the benchmarks and
 // the load command send, and their baseline handler, live in
 // test/benchfixture.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/certauthority"
 	"github.com/kube-reclaim/kube-reclaim/internal/cli"
 	"github.com/kube-reclaim/kube-reclaim/internal/leaderlease"
 	"github.com/kube-reclaim/kube-reclaim/internal/policyfile"
@@ -267,10 +268,10 @@ func (w *Webhook) newCertificate() error {
 		var err error
 		if o.CASecretName != "" {
 			// The keeper fetches the shared CA and issues the certificate.
-			keeper.secret = newCASecret(w.client.CoreV1(), o.CASecretNamespace, o.CASecretName)
-			keeper.certs, err = newPendingSelfSigned(o.hosts())
+			keeper.secret = certauthority.NewSecret(w.client.CoreV1(), o.CASecretNamespace, o.CASecretName)
+			keeper.certs, err = certauthority.NewPendingSelfSigned(o.hosts())
 			logrus.WithFields(logrus.Fields{"hosts": o.hosts(), "secret": o.CASecretNamespace + "/" + o.CASecretName}).Info("self-signed serving certificate from the shared CA")
-		} else if keeper.certs, err = NewSelfSigned(o.hosts()); err == nil {
+		} else if keeper.certs, err = certauthority.NewSelfSigned(o.hosts()); err == nil {
 			logrus.WithFields(logrus.Fields{"hosts": o.hosts(), "serial": keeper.certs.Leaf().SerialNumber.String()}).Info("generated a self-signed serving certificate from an in-memory CA")
 		}
 		if err != nil {

@@ -1,16 +1,11 @@
 package webhook
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestValidateReportsEveryProblemAtOnce(t *testing.T) {
@@ -136,87 +131,15 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
-func webhookConfig(bundles ...string) *admissionregistrationv1.MutatingWebhookConfiguration {
-	cfg := MutatingWebhookConfiguration("kube-reclaim-webhook", ServiceClientConfig("kube-reclaim", "kube-reclaim-webhook", nil))
-	one := cfg.Webhooks[0]
-	cfg.Webhooks = nil
-	for i, b := range bundles {
-		w := *one.DeepCopy()
-		w.Name = []string{"a.kube-reclaim.io", "b.kube-reclaim.io", "c.kube-reclaim.io"}[i]
-		if b != "" {
-			w.ClientConfig.CABundle = []byte(b)
-		}
-		cfg.Webhooks = append(cfg.Webhooks, w)
-	}
-	return cfg
-}
-
-func TestEnsureCABundlePatchesEveryWebhook(t *testing.T) {
-	ctx := context.Background()
-	client := fake.NewClientset()
-	if _, err := EnsureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", []byte("CA")); !apierrors.IsNotFound(err) {
-		t.Fatalf("missing configuration: err = %v, want NotFound", err)
-	}
-	if _, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, webhookConfig("", "old"), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	changed, err := EnsureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", []byte("CA"))
-	if err != nil || !changed {
-		t.Fatalf("first ensure: %v %v", changed, err)
-	}
-	got, _ := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "kube-reclaim-webhook", metav1.GetOptions{})
-	for _, w := range got.Webhooks {
-		if string(w.ClientConfig.CABundle) != "CA" {
-			t.Errorf("webhook %s caBundle %q", w.Name, w.ClientConfig.CABundle)
-		}
-	}
-	if changed, err := EnsureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", []byte("CA")); err != nil || changed {
-		t.Errorf("second ensure changed=%v err=%v, want no change", changed, err)
-	}
-}
-
-func TestCABundleKeeperWaitsForTheConfigurationAndRepatchesResets(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	client := fake.NewClientset()
-	certs, err := NewSelfSigned([]string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := &caBundleKeeper{client: client.AdmissionregistrationV1(), name: "kube-reclaim-webhook", certs: certs,
-		resync: 20 * time.Millisecond, retry: 5 * time.Millisecond}
-	go k.run(ctx)
-	time.Sleep(30 * time.Millisecond)
-	if k.check() == nil {
-		t.Fatal("ready before the configuration exists")
-	}
-	mwcs := client.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	if _, err := mwcs.Create(ctx, webhookConfig(""), metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(5 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("timed out waiting until %s", what)
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
-	bundle := func() string {
-		cfg, err := mwcs.Get(ctx, "kube-reclaim-webhook", metav1.GetOptions{})
-		if err != nil {
-			return ""
-		}
-		return string(cfg.Webhooks[0].ClientConfig.CABundle)
-	}
-	waitFor("the caBundle is patched", func() bool { return bundle() == string(certs.CABundle()) && k.check() == nil })
-
-	cfg, _ := mwcs.Get(ctx, "kube-reclaim-webhook", metav1.GetOptions{})
-	cfg.Webhooks[0].ClientConfig.CABundle = []byte("reset by someone")
-	if _, err := mwcs.Update(ctx, cfg, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor("the reset caBundle is patched again", func() bool { return bundle() == string(certs.CABundle()) })
+func TestValidateCASecretFlags(t *testing.T) {
+	testValidate(t, []validateCase{
+		{name: "shared CA", set: func(o *Options) { o.SelfSigned, o.CASecretName = true, "kube-reclaim-webhook-ca" }},
+		{name: "in-memory CA", set: func(o *Options) { o.SelfSigned = true }},
+		{name: "ignored without --self-signed", set: func(o *Options) {
+			o.TLSCertFile, o.TLSKeyFile, o.CASecretName, o.CASecretNamespace = "c", "k", "Not_A_Name", ""
+		}},
+		{name: "bad names reported together", set: func(o *Options) {
+			o.SelfSigned, o.CASecretName, o.CASecretNamespace, o.ExtraSANs = true, "Not_A_Name", "", []string{"not a name!"}
+		}, wants: []string{"--ca-secret-name \"Not_A_Name\"", "--ca-secret-namespace \"\"", "--extra-sans"}},
+	})
 }

@@ -151,63 +151,6 @@ func TestTLS11ClientIsRefused(t *testing.T) {
 	conn.Close()
 }
 
-func TestSelfSignedCertificateIsTrustedThroughItsCABundle(t *testing.T) {
-	certs, err := NewSelfSigned([]string{"127.0.0.1", "kube-reclaim-webhook.kube-reclaim.svc"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := serveTLS(t, newTestHandler(t, testNames, nil), certs.GetCertificate)
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(certs.CABundle()) {
-		t.Fatal("CABundle is not PEM")
-	}
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
-	obj := newNode("n1").setAnnotation(annKey, annotationValue(5, 6, time.Now().Add(-time.Minute))).json(t)
-	res, err := client.Post("https://"+addr+Path, "application/json", bytes.NewReader(reviewSpec{object: obj}.json(t)))
-	if err != nil {
-		t.Fatalf("POST over TLS verified by the CA bundle: %v", err)
-	}
-	body, _ := io.ReadAll(res.Body)
-	res.Body.Close()
-	if res.StatusCode != http.StatusOK || !bytes.Contains(body, []byte(`"patchType":"JSONPatch"`)) {
-		t.Fatalf("answer %d %s", res.StatusCode, body)
-	}
-	leaf := certs.Leaf()
-	if _, err := leaf.Verify(x509.VerifyOptions{DNSName: "kube-reclaim-webhook.kube-reclaim.svc", Roots: pool}); err != nil {
-		t.Errorf("service name not in the certificate: %v", err)
-	}
-	if pub, ok := leaf.PublicKey.(*ecdsa.PublicKey); !ok || pub.Curve != elliptic.P256() {
-		t.Errorf("serving key is %T, want ECDSA P-256", leaf.PublicKey)
-	}
-	if err := certs.Check(); err != nil {
-		t.Errorf("Check: %v", err)
-	}
-}
-
-func TestSelfSignedLeafIsRenewedFromTheSameCA(t *testing.T) {
-	certs, err := NewSelfSigned([]string{"webhook.example"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	before := certs.Leaf()
-	if renewed, err := certs.RenewIfDue(time.Now().Add(30 * 24 * time.Hour)); renewed || err != nil {
-		t.Fatalf("renewed a month in: %v %v", renewed, err)
-	}
-	renewed, err := certs.RenewIfDue(time.Now().Add(300 * 24 * time.Hour))
-	if !renewed || err != nil {
-		t.Fatalf("not renewed 300 days in: %v %v", renewed, err)
-	}
-	after := certs.Leaf()
-	if after.SerialNumber.Cmp(before.SerialNumber) == 0 {
-		t.Error("renewed certificate has the same serial")
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(certs.CABundle())
-	if _, err := after.Verify(x509.VerifyOptions{DNSName: "webhook.example", Roots: pool, CurrentTime: time.Now().Add(300 * 24 * time.Hour)}); err != nil {
-		t.Errorf("renewed certificate does not chain to the unchanged CA bundle: %v", err)
-	}
-}
-
 func TestRunServesTheWebhookAndHealth(t *testing.T) {
 	certFile, keyFile := writeCertPair(t, t.TempDir(), 42)
 	o := NewOptions()

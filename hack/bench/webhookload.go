@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/kube-reclaim/kube-reclaim/internal/certauthority"
 	"github.com/kube-reclaim/kube-reclaim/internal/serving"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/benchfixture"
@@ -115,7 +116,7 @@ type tlsServer struct {
 	done chan error
 }
 
-func startTLSServer(ctx context.Context, h http.Handler, certs *webhook.SelfSigned) (*tlsServer, error) {
+func startTLSServer(ctx context.Context, h http.Handler, certs *certauthority.SelfSigned) (*tlsServer, error) {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
@@ -317,7 +318,7 @@ func runWebhook(ctx context.Context, cfg webhookConfig, out io.Writer) (*webhook
 	names := reclaimable.MustNames(reclaimable.DefaultDomain)
 	body := benchfixture.RealisticReview(names, time.Now(), !cfg.unchanged)
 	res := &webhookResult{ReviewBytes: len(body), Conns: cfg.conns}
-	certs, err := webhook.NewSelfSigned([]string{"127.0.0.1"})
+	certs, err := certauthority.NewSelfSigned([]string{"127.0.0.1"})
 	if err != nil {
 		return nil, err
 	}

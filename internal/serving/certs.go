@@ -13,6 +13,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 	"k8s.io/apimachinery/pkg/util/wait"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/certauthority"
 )
 
 // CertReloader serves a certificate and key read from files and re-reads them
@@ -57,21 +59,17 @@ func (r *CertReloader) reload() (bool, error) {
 	if same {
 		return false, r.setErr(nil)
 	}
+	// X509KeyPair fills pair.Leaf (Go 1.23 on), which Check and Run read.
 	pair, err := tls.X509KeyPair(certPEM, keyPEM)
 	if err != nil {
 		// A writer may have replaced one file but not yet the other.
 		return false, r.setErr(fmt.Errorf("loading key pair: %w", err))
 	}
-	leaf, err := x509.ParseCertificate(pair.Certificate[0])
-	if err != nil {
-		return false, r.setErr(fmt.Errorf("parsing certificate: %w", err))
-	}
-	pair.Leaf = leaf
 	r.mu.Lock()
 	r.cert, r.certPEM, r.keyPEM, r.loadErr = &pair, certPEM, keyPEM, nil
 	r.mu.Unlock()
 	if r.onReload != nil {
-		r.onReload(leaf)
+		r.onReload(pair.Leaf)
 	}
 	return true, nil
 }
@@ -121,10 +119,7 @@ func (r *CertReloader) Check() error {
 	if r.cert == nil {
 		return errors.New("no serving certificate loaded")
 	}
-	if time.Now().After(r.cert.Leaf.NotAfter) {
-		return fmt.Errorf("serving certificate expired at %s", r.cert.Leaf.NotAfter)
-	}
-	return nil
+	return certauthority.CheckExpiry(r.cert.Leaf, time.Now())
 }
 
 // TLSConfig returns a server configuration with TLS 1.2 as the minimum that

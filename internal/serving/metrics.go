@@ -3,9 +3,9 @@ package serving
 import (
 	"context"
 	"crypto/tls"
+	"crypto/x509/pkix"
 	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"time"
@@ -14,7 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/sirupsen/logrus"
 	"k8s.io/client-go/kubernetes"
-	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/kube-reclaim/kube-reclaim/internal/certauthority"
 )
 
 // MetricsPath is the only path of the metrics server, and the non-resource
@@ -117,17 +118,18 @@ func (h *Health) metricsCertificate(ctx context.Context, m SecureMetrics) (func(
 // loopback addresses and the host name, signed by a CA made for it, in
 // memory.
 func SelfSignedCertificate() (*tls.Certificate, error) {
-	var dns []string
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
 	if name, err := os.Hostname(); err == nil && name != "" && name != "localhost" {
-		dns = append(dns, name)
+		hosts = append(hosts, name)
 	}
-	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, dns)
+	now := time.Now()
+	ca, err := certauthority.NewCA(pkix.Name{CommonName: "kube-reclaim-metrics-ca"}, now, certauthority.LeafValidity)
 	if err != nil {
 		return nil, fmt.Errorf("generating a self-signed metrics certificate: %w", err)
 	}
-	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	cert, err := ca.Issue(certauthority.Spec{CommonName: "localhost", Hosts: hosts, Server: true, Validity: certauthority.LeafValidity}, now)
 	if err != nil {
-		return nil, fmt.Errorf("loading the self-signed metrics certificate: %w", err)
+		return nil, fmt.Errorf("generating a self-signed metrics certificate: %w", err)
 	}
-	return &cert, nil
+	return cert, nil
 }

@@ -314,17 +314,15 @@ func (c *Cluster) writeFiles() error {
 			_, _, err = kp.Write(c.dir, name)
 		}
 	}
-	loop := []net.IP{net.ParseIP("127.0.0.1")}
 	// Nodes in network namespaces reach the apiserver at APIAddress, their
 	// pods at the kubernetes Service's ClusterIP.
-	apiIPs := []net.IP{loop[0], net.ParseIP(APIAddress), net.ParseIP(KubernetesServiceIP)}
-	issue(c.ca, "apiserver", CertSpec{CommonName: "kube-apiserver", Server: true, IPs: apiIPs,
-		DNSNames: []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc",
-			"kubernetes.default.svc.cluster.local"}})
+	issue(c.ca, "apiserver", CertSpec{CommonName: "kube-apiserver", Server: true,
+		Hosts: []string{"127.0.0.1", APIAddress, KubernetesServiceIP, "localhost", "kubernetes", "kubernetes.default",
+			"kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}})
 	issue(front, "front-proxy-client", CertSpec{CommonName: "front-proxy-client", Client: true})
-	issue(c.ca, "metrics-server", CertSpec{CommonName: "metrics-server", Server: true, IPs: loop,
-		DNSNames: []string{"localhost", "metrics-server.kube-system.svc"}})
-	issue(c.ca, "kwok", CertSpec{CommonName: "kwok", Server: true, IPs: loop, DNSNames: []string{"localhost"}})
+	issue(c.ca, "metrics-server", CertSpec{CommonName: "metrics-server", Server: true,
+		Hosts: []string{"127.0.0.1", "localhost", "metrics-server.kube-system.svc"}})
+	issue(c.ca, "kwok", CertSpec{CommonName: "kwok", Server: true, Hosts: []string{"127.0.0.1", "localhost"}})
 	if err != nil {
 		return err
 	}

@@ -352,7 +352,7 @@ func issueCertificates(t *testing.T, c *cluster.Cluster, certs []*unstructured.U
 				t.Fatal(err)
 			}
 		}
-		kp, err := ca.Issue(cluster.CertSpec{CommonName: commonName, DNSNames: dnsNames, Server: true})
+		kp, err := ca.Issue(cluster.CertSpec{CommonName: commonName, Hosts: dnsNames, Server: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,7 @@ import (
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/kube-reclaim/kube-reclaim/deploy"
+	"github.com/kube-reclaim/kube-reclaim/internal/certauthority"
 	"github.com/kube-reclaim/kube-reclaim/reclaimable"
 	"github.com/kube-reclaim/kube-reclaim/test/cluster"
 	"github.com/kube-reclaim/kube-reclaim/test/framework"
@@ -84,10 +85,10 @@ func TestWebhookHA(t *testing.T) {
 	if err != nil {
 		t.Fatalf("CA Secret: %v", err)
 	}
-	caBundle := secret.Data[webhook.CASecretBundleKey]
+	caBundle := secret.Data[certauthority.SecretBundleKey]
 	cas, err := certutil.ParseCertsPEM(caBundle)
 	if err != nil || len(cas) != 1 || !cas[0].IsCA {
-		t.Fatalf("Secret %s: %s holds %d certificates (err %v), want one CA", secretName, webhook.CASecretBundleKey, len(cas), err)
+		t.Fatalf("Secret %s: %s holds %d certificates (err %v), want one CA", secretName, certauthority.SecretBundleKey, len(cas), err)
 	}
 	created := 0
 	for _, r := range replicas {
@@ -104,7 +105,7 @@ func TestWebhookHA(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got := cfg.Webhooks[0].ClientConfig.CABundle; !bytes.Equal(got, caBundle) {
-				t.Errorf("%s: caBundle differs from the Secret's %s", name, webhook.CASecretBundleKey)
+				t.Errorf("%s: caBundle differs from the Secret's %s", name, certauthority.SecretBundleKey)
 			}
 		}
 		pool := x509.NewCertPool()

@@ -1,15 +1,13 @@
-package webhook
+package certauthority
 
 import (
 	"context"
 	"crypto/x509"
-	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,11 +30,11 @@ var (
 	secretsGVR      = schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 )
 
-// testCASecret is a caSecret with a short validity and a settable clock.
-func testCASecret(client *fake.Clientset, now *time.Time) *caSecret {
-	s := newCASecret(client.CoreV1(), testSecretNS, testSecretName)
-	s.validity, s.rotateBefore = 30*24*time.Hour, 10*24*time.Hour
-	s.now = func() time.Time { return *now }
+// testSecret is a Secret with a short validity and a settable clock.
+func testSecret(client *fake.Clientset, now *time.Time) *Secret {
+	s := NewSecret(client.CoreV1(), testSecretNS, testSecretName)
+	s.Validity, s.RotateBefore = 30*24*time.Hour, 10*24*time.Hour
+	s.Now = func() time.Time { return *now }
 	return s
 }
 
@@ -72,7 +70,7 @@ func bundleCerts(t *testing.T, bundle []byte) []*x509.Certificate {
 func TestCASecretIsCreatedWhenAbsent(t *testing.T) {
 	client := fake.NewClientset()
 	now := time.Now()
-	ca, err := testCASecret(client, &now).ensure(context.Background())
+	ca, err := testSecret(client, &now).Ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,36 +81,36 @@ func TestCASecretIsCreatedWhenAbsent(t *testing.T) {
 	if sec.Type != corev1.SecretTypeTLS {
 		t.Errorf("type %q, want %q", sec.Type, corev1.SecretTypeTLS)
 	}
-	stored, err := parseCASecret(sec)
+	stored, err := ParseSecret(sec)
 	if err != nil {
 		t.Fatalf("the created Secret does not parse: %v", err)
 	}
-	if !stored.cert.Equal(ca.cert) || string(stored.bundle) != string(ca.bundle) {
+	if !stored.Cert.Equal(ca.Cert) || string(stored.Bundle) != string(ca.Bundle) {
 		t.Error("ensure returned another CA than the one it stored")
 	}
-	if certs := bundleCerts(t, ca.bundle); len(certs) != 1 || !certs[0].Equal(ca.cert) {
+	if certs := bundleCerts(t, ca.Bundle); len(certs) != 1 || !certs[0].Equal(ca.Cert) {
 		t.Errorf("a new Secret's bundle holds %d certificates, want just its CA", len(certs))
 	}
 	// Certificates keep whole seconds.
-	if d := ca.cert.NotAfter.Sub(now) - 30*24*time.Hour; !ca.cert.IsCA || d < -time.Second || d > time.Second {
-		t.Errorf("CA: isCA %v, valid until %s (want now + 30 days)", ca.cert.IsCA, ca.cert.NotAfter)
+	if d := ca.Cert.NotAfter.Sub(now) - 30*24*time.Hour; !ca.Cert.IsCA || d < -time.Second || d > time.Second {
+		t.Errorf("CA: isCA %v, valid until %s (want now + 30 days)", ca.Cert.IsCA, ca.Cert.NotAfter)
 	}
 }
 
 func TestCASecretIsReusedWhenPresent(t *testing.T) {
 	client := fake.NewClientset()
 	now := time.Now()
-	first, err := testCASecret(client, &now).ensure(context.Background())
+	first, err := testSecret(client, &now).Ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	client.ClearActions()
 	now = now.Add(15 * 24 * time.Hour) // 15 of 30 days left: not yet due
-	second, err := testCASecret(client, &now).ensure(context.Background())
+	second, err := testSecret(client, &now).Ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !second.cert.Equal(first.cert) || string(second.bundle) != string(first.bundle) {
+	if !second.Cert.Equal(first.Cert) || string(second.Bundle) != string(first.Bundle) {
 		t.Error("a second replica got another CA")
 	}
 	if got := verbs(client); strings.Join(got, ",") != "get" {
@@ -124,13 +122,13 @@ func TestCASecretCreateRaceEndsWithTheWinnersCA(t *testing.T) {
 	t.Run("losing the create re-reads the Secret the winner wrote", func(t *testing.T) {
 		client := fake.NewClientset()
 		now := time.Now()
-		var winner *sharedCA
+		var winner *Shared
 		client.PrependReactor("create", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
 			if winner != nil {
 				return false, nil, nil
 			}
 			// Another replica creates it between this one's get and create.
-			ca, obj, err := testCASecret(client, &now).generate(nil, nil)
+			ca, obj, err := testSecret(client, &now).generate(nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -140,11 +138,11 @@ func TestCASecretCreateRaceEndsWithTheWinnersCA(t *testing.T) {
 			}
 			return true, nil, apierrors.NewAlreadyExists(secretsResource, testSecretName)
 		})
-		got, err := testCASecret(client, &now).ensure(context.Background())
+		got, err := testSecret(client, &now).Ensure(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if winner == nil || !got.cert.Equal(winner.cert) {
+		if winner == nil || !got.Cert.Equal(winner.Cert) {
 			t.Fatal("the replica that lost the create does not use the winner's CA")
 		}
 		if got := verbs(client); strings.Join(got, ",") != "get,create,get" {
@@ -159,20 +157,20 @@ func TestCASecretCreateRaceEndsWithTheWinnersCA(t *testing.T) {
 		// Every replica's first Get returns before any replica creates.
 		var allRead sync.WaitGroup
 		allRead.Add(replicas)
-		got := make([]*sharedCA, replicas)
+		got := make([]*Shared, replicas)
 		errs := make([]error, replicas)
 		var wg sync.WaitGroup
 		for i := range replicas {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				s := testCASecret(client, &now)
+				s := testSecret(client, &now)
 				s.client = firstGetBarrier{SecretsGetter: client.CoreV1(), barrier: &allRead, once: &sync.Once{}}
-				got[i], errs[i] = s.ensure(context.Background())
+				got[i], errs[i] = s.Ensure(context.Background())
 			}()
 		}
 		wg.Wait()
-		stored, err := parseCASecret(storedSecret(t, client))
+		stored, err := ParseSecret(storedSecret(t, client))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -189,7 +187,7 @@ func TestCASecretCreateRaceEndsWithTheWinnersCA(t *testing.T) {
 			if errs[i] != nil {
 				t.Fatalf("replica %d: %v", i, errs[i])
 			}
-			if !got[i].cert.Equal(stored.cert) {
+			if !got[i].Cert.Equal(stored.Cert) {
 				t.Errorf("replica %d serves from another CA than the stored one", i)
 			}
 		}
@@ -226,35 +224,35 @@ func TestCAIsRotatedBeforeExpiryKeepingThePreviousCAInTheBundle(t *testing.T) {
 	client := fake.NewClientset()
 	t0 := time.Now()
 	now := t0
-	s := testCASecret(client, &now)
-	first, err := s.ensure(context.Background())
+	s := testSecret(client, &now)
+	first, err := s.Ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	now = t0.Add(19 * 24 * time.Hour) // 11 days left: not due
-	if ca, err := s.ensure(context.Background()); err != nil || !ca.cert.Equal(first.cert) {
+	if ca, err := s.Ensure(context.Background()); err != nil || !ca.Cert.Equal(first.Cert) {
 		t.Fatalf("rotated with 11 of 30 days left (err %v)", err)
 	}
 
 	now = t0.Add(21 * 24 * time.Hour) // 9 days left: due
-	second, err := s.ensure(context.Background())
+	second, err := s.Ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.cert.Equal(first.cert) {
+	if second.Cert.Equal(first.Cert) {
 		t.Fatal("not rotated with 9 of 30 days left")
 	}
-	certs := bundleCerts(t, second.bundle)
-	if len(certs) != 2 || !certs[0].Equal(second.cert) || !certs[1].Equal(first.cert) {
+	certs := bundleCerts(t, second.Bundle)
+	if len(certs) != 2 || !certs[0].Equal(second.Cert) || !certs[1].Equal(first.Cert) {
 		t.Fatalf("bundle after rotation holds %d certificates, want the new CA then the previous one", len(certs))
 	}
-	if stored, err := parseCASecret(storedSecret(t, client)); err != nil || !stored.cert.Equal(second.cert) {
+	if stored, err := ParseSecret(storedSecret(t, client)); err != nil || !stored.Cert.Equal(second.Cert) {
 		t.Fatalf("the Secret does not hold the rotated CA (err %v)", err)
 	}
 	// Another replica at the same moment reuses the new CA.
 	client.ClearActions()
-	if ca, err := testCASecret(client, &now).ensure(context.Background()); err != nil || !ca.cert.Equal(second.cert) {
+	if ca, err := testSecret(client, &now).Ensure(context.Background()); err != nil || !ca.Cert.Equal(second.Cert) {
 		t.Fatalf("a second replica did not reuse the rotated CA (err %v)", err)
 	}
 	if got := verbs(client); strings.Join(got, ",") != "get" {
@@ -263,12 +261,12 @@ func TestCAIsRotatedBeforeExpiryKeepingThePreviousCAInTheBundle(t *testing.T) {
 
 	// The next rotation drops the first CA, expired by then.
 	now = t0.Add(42 * 24 * time.Hour)
-	third, err := s.ensure(context.Background())
+	third, err := s.Ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	certs = bundleCerts(t, third.bundle)
-	if len(certs) != 2 || !certs[0].Equal(third.cert) || !certs[1].Equal(second.cert) {
+	certs = bundleCerts(t, third.Bundle)
+	if len(certs) != 2 || !certs[0].Equal(third.Cert) || !certs[1].Equal(second.Cert) {
 		t.Errorf("bundle after the second rotation holds %d certificates, want the newest two (the expired first CA dropped)", len(certs))
 	}
 }
@@ -277,11 +275,11 @@ func TestCARotationConflictReReadsInsteadOfRotatingTwice(t *testing.T) {
 	client := fake.NewClientset()
 	t0 := time.Now()
 	now := t0
-	if _, err := testCASecret(client, &now).ensure(context.Background()); err != nil {
+	if _, err := testSecret(client, &now).Ensure(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	now = t0.Add(25 * 24 * time.Hour)
-	var other *sharedCA
+	var other *Shared
 	// The fake clientset does not check resourceVersion: play the apiserver
 	// refusing this replica's update because another replica rotated first.
 	client.PrependReactor("update", "secrets", func(k8stesting.Action) (bool, runtime.Object, error) {
@@ -294,11 +292,11 @@ func TestCARotationConflictReReadsInsteadOfRotatingTwice(t *testing.T) {
 			t.Fatal(err)
 		}
 		stored := o.(*corev1.Secret)
-		prev, err := parseCASecret(stored)
+		prev, err := ParseSecret(stored)
 		if err != nil {
 			t.Fatal(err)
 		}
-		ca, obj, err := testCASecret(client, &now).generate(stored, prev)
+		ca, obj, err := testSecret(client, &now).generate(stored, prev)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -309,11 +307,11 @@ func TestCARotationConflictReReadsInsteadOfRotatingTwice(t *testing.T) {
 		return true, nil, apierrors.NewConflict(secretsResource, testSecretName, nil)
 	})
 	client.ClearActions()
-	got, err := testCASecret(client, &now).ensure(context.Background())
+	got, err := testSecret(client, &now).Ensure(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if other == nil || !got.cert.Equal(other.cert) {
+	if other == nil || !got.Cert.Equal(other.Cert) {
 		t.Fatal("after a conflict the replica does not use the CA the other replica rotated to")
 	}
 	if got := verbs(client); strings.Join(got, ",") != "get,update,get" {
@@ -324,7 +322,7 @@ func TestCARotationConflictReReadsInsteadOfRotatingTwice(t *testing.T) {
 func TestMalformedCASecretIsAClearErrorAndLeftAlone(t *testing.T) {
 	valid := func(t *testing.T) *corev1.Secret {
 		now := time.Now()
-		_, obj, err := testCASecret(fake.NewClientset(), &now).generate(nil, nil)
+		_, obj, err := testSecret(fake.NewClientset(), &now).generate(nil, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,16 +335,16 @@ func TestMalformedCASecretIsAClearErrorAndLeftAlone(t *testing.T) {
 		want   string
 	}{
 		{"keys missing", func(_ *testing.T, s *corev1.Secret) {
-			delete(s.Data, CASecretKeyKey)
-			delete(s.Data, CASecretBundleKey)
+			delete(s.Data, SecretKeyKey)
+			delete(s.Data, SecretBundleKey)
 		}, "no [tls.key ca.crt] in the data"},
-		{"certificate not PEM", func(_ *testing.T, s *corev1.Secret) { s.Data[CASecretCertKey] = []byte("garbage") },
+		{"certificate not PEM", func(_ *testing.T, s *corev1.Secret) { s.Data[SecretCertKey] = []byte("garbage") },
 			"tls.crt and tls.key are not a matching certificate and key"},
-		{"key of another CA", func(t *testing.T, s *corev1.Secret) { s.Data[CASecretKeyKey] = other(t).Data[CASecretKeyKey] },
+		{"key of another CA", func(t *testing.T, s *corev1.Secret) { s.Data[SecretKeyKey] = other(t).Data[SecretKeyKey] },
 			"tls.crt and tls.key are not a matching certificate and key"},
-		{"bundle not PEM", func(_ *testing.T, s *corev1.Secret) { s.Data[CASecretBundleKey] = []byte("garbage") },
+		{"bundle not PEM", func(_ *testing.T, s *corev1.Secret) { s.Data[SecretBundleKey] = []byte("garbage") },
 			"ca.crt: "},
-		{"bundle without the CA", func(t *testing.T, s *corev1.Secret) { s.Data[CASecretBundleKey] = other(t).Data[CASecretBundleKey] },
+		{"bundle without the CA", func(t *testing.T, s *corev1.Secret) { s.Data[SecretBundleKey] = other(t).Data[SecretBundleKey] },
 			"ca.crt does not contain the CA of tls.crt"},
 		{"certificate not a CA", func(t *testing.T, s *corev1.Secret) {
 			// A serving certificate with its key is a matching pair, but no CA.
@@ -366,7 +364,7 @@ func TestMalformedCASecretIsAClearErrorAndLeftAlone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Data[CASecretCertKey], s.Data[CASecretKeyKey] = crt, key
+			s.Data[SecretCertKey], s.Data[SecretKeyKey] = crt, key
 		}, "is not a CA certificate"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -374,7 +372,7 @@ func TestMalformedCASecretIsAClearErrorAndLeftAlone(t *testing.T) {
 			c.breakS(t, sec)
 			client := fake.NewClientset(sec)
 			now := time.Now()
-			_, err := testCASecret(client, &now).ensure(context.Background())
+			_, err := testSecret(client, &now).Ensure(context.Background())
 			if err == nil {
 				t.Fatal("a malformed Secret was accepted")
 			}
@@ -388,117 +386,4 @@ func TestMalformedCASecretIsAClearErrorAndLeftAlone(t *testing.T) {
 			}
 		})
 	}
-}
-
-// sharedReplica is one webhook replica's keeper on a shared CA Secret.
-func sharedReplica(t *testing.T, client *fake.Clientset, now *time.Time) *caBundleKeeper {
-	t.Helper()
-	certs, err := newPendingSelfSigned([]string{"127.0.0.1"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &caBundleKeeper{client: client.AdmissionregistrationV1(), name: "kube-reclaim-webhook", certs: certs,
-		secret: testCASecret(client, now), resync: time.Minute}
-}
-
-func configBundle(t *testing.T, client *fake.Clientset) []byte {
-	t.Helper()
-	cfg, err := client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(context.Background(), "kube-reclaim-webhook", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cfg.Webhooks[0].ClientConfig.CABundle
-}
-
-// trusted reports whether the replica's serving certificate verifies against bundle.
-func trusted(t *testing.T, k *caBundleKeeper, bundle []byte, at time.Time) bool {
-	t.Helper()
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(bundle) {
-		t.Fatal("bundle is not PEM")
-	}
-	_, err := k.certs.Leaf().Verify(x509.VerifyOptions{Roots: pool, CurrentTime: at})
-	return err == nil
-}
-
-func TestReplicasSharingTheCASecretStayTrustedThroughARotation(t *testing.T) {
-	ctx := context.Background()
-	log := logrus.New()
-	client := fake.NewClientset(webhookConfig(""))
-	t0 := time.Now()
-	nowA, nowB := t0, t0
-	a, b := sharedReplica(t, client, &nowA), sharedReplica(t, client, &nowB)
-	if a.certs.Check() == nil {
-		t.Fatal("ready before it has a CA")
-	}
-	for _, k := range []*caBundleKeeper{a, b} {
-		if err := k.sync(ctx, log); err != nil {
-			t.Fatal(err)
-		}
-	}
-	secretBundle := storedSecret(t, client).Data[CASecretBundleKey]
-	if string(configBundle(t, client)) != string(secretBundle) {
-		t.Fatal("caBundle differs from the Secret's ca.crt")
-	}
-	if !trusted(t, a, secretBundle, t0) || !trusted(t, b, secretBundle, t0) {
-		t.Fatal("a replica's certificate is not trusted by the shared bundle")
-	}
-	if a.certs.Leaf().SerialNumber.Cmp(b.certs.Leaf().SerialNumber) == 0 {
-		t.Error("both replicas serve the same certificate; each should issue its own")
-	}
-	oldBundle := configBundle(t, client)
-
-	// Replica a sees the CA due and rotates it; b has not looked yet.
-	nowA = t0.Add(21 * 24 * time.Hour)
-	if err := a.sync(ctx, log); err != nil {
-		t.Fatal(err)
-	}
-	bundle := configBundle(t, client)
-	if n := len(bundleCerts(t, bundle)); n != 2 {
-		t.Fatalf("caBundle during the rotation holds %d CAs, want old and new", n)
-	}
-	if !trusted(t, a, bundle, nowA) || !trusted(t, b, bundle, nowA) {
-		t.Fatal("during the rotation a replica's certificate is not trusted: its calls would fail")
-	}
-	if trusted(t, a, oldBundle, nowA) {
-		t.Fatal("replica a still serves from the old CA")
-	}
-	// b, with the old bundle in hand, must not take the new CA out again.
-	if _, err := ensureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", oldBundle, true); !errors.Is(err, errStaleCA) {
-		t.Errorf("writing the pre-rotation bundle: err %v, want errStaleCA", err)
-	}
-	if string(configBundle(t, client)) != string(bundle) {
-		t.Fatal("a stale replica replaced the rotated caBundle")
-	}
-	// Positive control: without the guard the stale write goes through.
-	if changed, err := EnsureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", oldBundle); err != nil || !changed {
-		t.Fatalf("unguarded write: changed %v err %v", changed, err)
-	}
-	if _, err := EnsureCABundle(ctx, client.AdmissionregistrationV1(), "kube-reclaim-webhook", bundle); err != nil {
-		t.Fatal(err)
-	}
-
-	nowB = nowA
-	if err := b.sync(ctx, log); err != nil {
-		t.Fatal(err)
-	}
-	if trusted(t, b, oldBundle, nowB) || !trusted(t, b, bundle, nowB) {
-		t.Error("replica b did not move to the rotated CA")
-	}
-	if string(configBundle(t, client)) != string(bundle) {
-		t.Error("caBundle changed after both replicas moved")
-	}
-}
-
-func TestValidateCASecretFlags(t *testing.T) {
-	testValidate(t, []validateCase{
-		{name: "shared CA", set: func(o *Options) { o.SelfSigned, o.CASecretName = true, "kube-reclaim-webhook-ca" }},
-		{name: "in-memory CA", set: func(o *Options) { o.SelfSigned = true }},
-		{name: "ignored without --self-signed", set: func(o *Options) {
-			o.TLSCertFile, o.TLSKeyFile, o.CASecretName, o.CASecretNamespace = "c", "k", "Not_A_Name", ""
-		}},
-		{name: "bad names reported together", set: func(o *Options) {
-			o.SelfSigned, o.CASecretName, o.CASecretNamespace, o.ExtraSANs = true, "Not_A_Name", "", []string{"not a name!"}
-		}, wants: []string{"--ca-secret-name \"Not_A_Name\"", "--ca-secret-namespace \"\"", "--extra-sans"}},
-	})
 }
