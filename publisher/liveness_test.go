@@ -85,8 +85,8 @@ func TestLivenessFailsOnlyAfterTheCycleDeadlineWhenACycleBlocks(t *testing.T) {
 	var closedAt, failedAt time.Time
 	healthy := o.CycleDeadline + 500*time.Millisecond
 	// Looks every 200 ms: a failure, once there, lasts (the gate stays
-	// closed), and on a loaded machine with -race 100 ms looks came up to
-	// 300 ms apart, which the Absence rightly refuses.
+	// closed), and on a loaded machine with -race looks every 100 ms came
+	// further apart than the Absence allows.
 	a := framework.Absence{Window: healthy + o.CycleDeadline - slack, Every: 200 * time.Millisecond,
 		ControlAt: healthy, ControlWithin: o.CycleDeadline + 10*time.Second,
 		Control: func() error {
